@@ -1,0 +1,130 @@
+"""Route tables: what a router does with each color, and the configuration wavelets that set it.
+
+A color's route is a list of one to four *switch positions*, each an ``rx`` mask (input ports
+the color is accepted from) and a ``tx`` mask (output ports it is copied to; several bits make a
+multicast). Control wavelets move a color between its positions; configuration wavelets rewrite
+positions at run time. This module is plain Python: the router elaborates a :class:`RouteTable`
+into its initial state, the reference models read it, and the host turns it into configuration
+wavelets with :meth:`RouteTable.config_wavelets`.
+"""
+
+import operator
+from dataclasses import dataclass
+
+from .wavelet import (CONFIG, MAX_COLORS, ConfigOp, ControlOp, Direction, WAVELET)
+
+__all__ = ["MAX_POSITIONS", "MAX_HOPS", "Position", "RouteTable",
+           "config_write", "config_switch"]
+
+
+MAX_POSITIONS = 4
+MAX_HOPS = (1 << CONFIG.fields["hops"][1]) - 1
+
+
+@dataclass(frozen=True)
+class Position:
+    """One switch position of a color: accepted from ``rx``, copied to ``tx`` (5-bit masks)."""
+    rx: int
+    tx: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "rx", Direction.mask(self.rx))
+        object.__setattr__(self, "tx", Direction.mask(self.tx))
+
+    def __repr__(self):
+        names = lambda mask: "".join(d.name for d in Direction.from_mask(mask)) or "-"
+        return f"Position(rx={names(self.rx)!r}, tx={names(self.tx)!r})"
+
+
+class RouteTable:
+    """The route table of one router.
+
+    Parameters
+    ----------
+    n_colors : int
+        Routable colors ``0 .. n_colors-1`` (at most 32).
+    routes : dict
+        ``{color: position or [positions]}``; a position is a :class:`Position` or an
+        ``(rx, tx)`` pair of masks, direction iterables or strings such as ``"WR"``. Colors not
+        named have no route: their wavelets are dropped.
+    """
+
+    def __init__(self, n_colors=24, routes=None):
+        n_colors = operator.index(n_colors)
+        if not 1 <= n_colors <= MAX_COLORS:
+            raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
+        self.n_colors = n_colors
+        self._routes = {}
+        for color, positions in (routes or {}).items():
+            self[color] = positions
+
+    def __setitem__(self, color, positions):
+        color = operator.index(color)
+        if not 0 <= color < self.n_colors:
+            raise ValueError(f"Route color must be in 0..{self.n_colors - 1}, not {color!r}")
+        if isinstance(positions, (Position, tuple)):
+            positions = [positions]
+        positions = [p if isinstance(p, Position) else Position(*p) for p in positions]
+        if not 1 <= len(positions) <= MAX_POSITIONS:
+            raise ValueError(f"Color {color} must have 1..{MAX_POSITIONS} switch positions, "
+                             f"not {len(positions)}")
+        self._routes[color] = positions
+
+    def __getitem__(self, color):
+        """The positions of ``color`` (empty when it has no route)."""
+        return list(self._routes.get(operator.index(color), []))
+
+    def __contains__(self, color):
+        return color in self._routes
+
+    def __iter__(self):
+        return iter(sorted(self._routes.items()))
+
+    def __eq__(self, other):
+        return (isinstance(other, RouteTable) and other.n_colors == self.n_colors
+                and dict(other) == dict(self))
+
+    def __repr__(self):
+        return f"RouteTable(n_colors={self.n_colors}, routes={dict(self)!r})"
+
+    def config_wavelets(self, cfg_color, *, hops=0, reset=True):
+        """Configuration wavelets (packed ``uint64`` words) that load this table into a router
+        ``hops`` routers away along the configuration route.
+
+        Every position of every routed color is written; with ``reset`` each color is then
+        switched back to position 0 (which also ends a teardown). Colors without a route are
+        not touched: a running router keeps whatever it had for them.
+        """
+        words = []
+        for color, positions in self:
+            for index, position in enumerate(positions):
+                words.append(config_write(color, index, position.rx, position.tx,
+                                          last=len(positions) - 1, hops=hops))
+            if reset:
+                words.append(config_switch(color, ControlOp.RESET, hops=hops))
+        return [int(WAVELET.pack(data=w, color=cfg_color, ctrl=0)) for w in words]
+
+
+def _check_hops(hops):
+    hops = operator.index(hops)
+    if not 0 <= hops <= MAX_HOPS:
+        raise ValueError(f"hops must be in 0..{MAX_HOPS}, not {hops!r}")
+    return hops
+
+
+def config_write(target, position, rx, tx, *, last, hops=0):
+    """Data word of a configuration wavelet that writes one switch position of ``target``."""
+    if not 0 <= position <= last < MAX_POSITIONS:
+        raise ValueError(f"Switch position must satisfy 0 <= position <= last < {MAX_POSITIONS},"
+                         f" not position={position!r}, last={last!r}")
+    return int(CONFIG.pack(op=ConfigOp.WRITE_ROUTE, target=target, position=position,
+                           last=last, rx=Direction.mask(rx), tx=Direction.mask(tx),
+                           hops=_check_hops(hops)))
+
+
+def config_switch(target, cmd, *, hops=0):
+    """Data word of a configuration wavelet that applies switch command ``cmd`` to ``target``."""
+    cmd = ControlOp(cmd)
+    if cmd not in (ControlOp.NOP, ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN):
+        raise ValueError(f"Switch command must be NOP, ADVANCE, RESET or TEARDOWN, not {cmd!r}")
+    return int(CONFIG.pack(op=ConfigOp.SWITCH, target=target, cmd=cmd, hops=_check_hops(hops)))

@@ -1,0 +1,302 @@
+"""The 5-port fabric router: per-color multicast routes, switch positions, run-time configuration."""
+
+import operator
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from .arbiter import RoundRobin
+from .route_table import MAX_POSITIONS, Position, RouteTable
+from .wavelet import (MAX_COLORS, WAVELET_BITS, ConfigOp, ConfigPayload, ControlOp,
+                      ControlPayload, Direction, Wavelet)
+
+__all__ = ["Router"]
+
+
+_SWITCH_OPS = (ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN)
+
+
+class Router(wiring.Component):
+    """Five-port wavelet router (N, E, S, W and the ramp R to the core).
+
+    Every input port feeds ``n_queues`` FIFOs; ``queue_map[color]`` picks the queue, so a color
+    stalled in one queue never holds back the heads of the others. Each queue head is routed by
+    its color's current switch position: accepted when its input port is in ``rx``, then copied to
+    every port in ``tx`` (a multicast leaves the queue once every copy is taken). Each output
+    arbitrates round-robin among the queue heads that want it.
+
+    Control wavelets (``ctrl=1``) follow their color's route like data; a switch command
+    (``ADVANCE``, ``RESET``, ``TEARDOWN``) then takes effect for the wavelets of that color behind
+    it. A torn-down color waits in its queue until a configuration ``SWITCH RESET`` reopens it.
+    Wavelets on ``cfg_color`` are configuration: with ``hops == 0`` this router applies them
+    (:class:`~rtl.wavelet.ConfigPayload`), otherwise it forwards them along ``cfg_route`` with
+    ``hops - 1``.
+
+    Latency: 1 cycle per hop (a wavelet accepted on an input is offered on its outputs on the next
+    cycle). Throughput: one wavelet per cycle on every output and every input at once, with
+    ``depth >= 2``. Order is kept per (input port, color); nothing is lost under backpressure.
+
+    Bad input: a wavelet whose color has no route, whose route does not accept its input port,
+    or whose route has no output, is dropped when it reaches its queue head, and so is a
+    configuration wavelet naming a color outside the table. Drops count in ``drops`` (saturating)
+    and set the sticky ``error``; the router keeps running.
+
+    Parameters
+    ----------
+    n_colors : int
+        Routable colors ``0 .. n_colors-1`` (24 by default, as on the WSE-2; at most 32, or 31
+        with a configuration color).
+    routes : RouteTable or dict
+        Initial route table, set at elaboration.
+    n_queues : int
+        Input queues per port, 1..8.
+    queue_map : sequence of int
+        Queue of each of the 32 colors; ``color % n_queues`` by default.
+    depth : int
+        Entries per queue, at least 2 (full throughput needs a write and a read per cycle).
+    cfg_color : int or None
+        The reserved configuration color (``n_colors .. 31``), or ``None`` for no run-time
+        configuration. Defaults to 31.
+    cfg_route : Position
+        Route of configuration wavelets; by default accepted from every port and not forwarded.
+    counter_width : int
+        Width of ``drops``.
+
+    Members
+    -------
+    i_n, i_e, i_s, i_w, i_r : In(stream.Signature(Wavelet))
+        Input ports.
+    o_n, o_e, o_s, o_w, o_r : Out(stream.Signature(Wavelet))
+        Output ports.
+    drops : Out(counter_width)
+        Wavelets dropped since reset (saturates).
+    error : Out(1)
+        Sticky: some wavelet was dropped.
+    """
+
+    def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
+                 cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32):
+        n_colors = operator.index(n_colors)
+        if not 1 <= n_colors <= MAX_COLORS:
+            raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
+        if cfg_color is not None:
+            cfg_color = operator.index(cfg_color)
+            if not n_colors <= cfg_color < MAX_COLORS:
+                raise ValueError(f"cfg_color must be None or a color in {n_colors}..."
+                                 f"{MAX_COLORS - 1} (not routable), not {cfg_color!r}")
+        if not isinstance(cfg_route, Position):
+            cfg_route = Position(*cfg_route)
+        if routes is None:
+            routes = RouteTable(n_colors)
+        elif not isinstance(routes, RouteTable):
+            routes = RouteTable(n_colors, routes)
+        if routes.n_colors != n_colors:
+            raise ValueError(f"Route table is for {routes.n_colors} colors, not {n_colors}")
+        n_queues = operator.index(n_queues)
+        if not 1 <= n_queues <= 8:
+            raise ValueError(f"n_queues must be an integer in 1..8, not {n_queues!r}")
+        if queue_map is None:
+            queue_map = [color % n_queues for color in range(MAX_COLORS)]
+        queue_map = [operator.index(q) for q in queue_map]
+        if len(queue_map) != MAX_COLORS or not all(0 <= q < n_queues for q in queue_map):
+            raise ValueError(f"queue_map must give a queue in 0..{n_queues - 1} for each of the "
+                             f"{MAX_COLORS} colors, not {queue_map!r}")
+        depth = operator.index(depth)
+        if depth < 2:
+            raise ValueError(f"depth must be an integer of at least 2, not {depth!r}")
+        counter_width = operator.index(counter_width)
+        if not 1 <= counter_width <= 64:
+            raise ValueError(f"counter_width must be an integer in 1..64, not {counter_width!r}")
+
+        self.n_colors = n_colors
+        self.routes = routes
+        self.n_queues = n_queues
+        self.queue_map = tuple(queue_map)
+        self.depth = depth
+        self.cfg_color = cfg_color
+        self.cfg_route = cfg_route
+        self.counter_width = counter_width
+
+        members = {}
+        for d in Direction:
+            members[f"i_{d.name.lower()}"] = In(stream.Signature(Wavelet))
+        for d in Direction:
+            members[f"o_{d.name.lower()}"] = Out(stream.Signature(Wavelet))
+        members["drops"] = Out(counter_width)
+        members["error"] = Out(1)
+        super().__init__(members)
+
+    def port_in(self, direction):
+        return getattr(self, f"i_{Direction(direction).name.lower()}")
+
+    def port_out(self, direction):
+        return getattr(self, f"o_{Direction(direction).name.lower()}")
+
+    def elaborate(self, platform):
+        m = Module()
+        P, Q = len(Direction), self.n_queues
+
+        # Route state, one entry per routable color; missing colors read as "no route".
+        pos_rx, pos_tx, last, current, torn = [], [], [], [], []
+        for color in range(self.n_colors):
+            positions = self.routes[color] or [Position(0, 0)]
+            positions += [Position(0, 0)] * (MAX_POSITIONS - len(positions))
+            pos_rx.append(Array(Signal(5, init=p.rx, name=f"c{color}_rx{k}")
+                                for k, p in enumerate(positions)))
+            pos_tx.append(Array(Signal(5, init=p.tx, name=f"c{color}_tx{k}")
+                                for k, p in enumerate(positions)))
+            last.append(Signal(2, init=max(len(self.routes[color]), 1) - 1,
+                               name=f"c{color}_last"))
+            current.append(Signal(2, name=f"c{color}_pos"))
+            torn.append(Signal(name=f"c{color}_torn"))
+        cur_rx = Array(Signal(5, name=f"c{c}_cur_rx") for c in range(MAX_COLORS))
+        cur_tx = Array(Signal(5, name=f"c{c}_cur_tx") for c in range(MAX_COLORS))
+        cur_torn = Array(Signal(name=f"c{c}_cur_torn") for c in range(MAX_COLORS))
+        for color in range(self.n_colors):
+            m.d.comb += [
+                cur_rx[color].eq(pos_rx[color][current[color]]),
+                cur_tx[color].eq(pos_tx[color][current[color]]),
+                cur_torn[color].eq(torn[color]),
+            ]
+        if self.cfg_color is not None:
+            m.d.comb += [
+                cur_rx[self.cfg_color].eq(self.cfg_route.rx),
+                cur_tx[self.cfg_color].eq(self.cfg_route.tx),
+            ]
+
+        # Input queues.
+        heads = []                       # (port, queue, head wavelet view, head valid, fifo)
+        for port in Direction:
+            inp = self.port_in(port)
+            queue_of = Signal(range(Q), name=f"{port.name.lower()}_queue")
+            if Q > 1:
+                m.d.comb += queue_of.eq(Array(Const(q, range(Q)) for q in self.queue_map)
+                                        [inp.payload.color])
+            ready = Array(Signal(name=f"{port.name.lower()}_q{q}_w_rdy") for q in range(Q))
+            for q in range(Q):
+                fifo = m.submodules[f"fifo_{port.name.lower()}{q}"] = \
+                    SyncFIFO(width=WAVELET_BITS, depth=self.depth)
+                m.d.comb += [
+                    fifo.w_data.eq(inp.payload),
+                    fifo.w_en.eq(inp.valid & (queue_of == q)),
+                    ready[q].eq(fifo.w_rdy),
+                ]
+                heads.append((port, q, data.View(Wavelet, fifo.r_data), fifo.r_rdy, fifo))
+            m.d.comb += inp.ready.eq(ready[queue_of])
+
+        # Classify every queue head.
+        H = len(heads)
+        present = Signal(H)          # offered to its outputs this cycle
+        remaining = Signal(H * 5)    # outputs it still needs, this cycle
+        pop = Signal(H)
+        dropped = Signal(H)
+        wants_token = Signal(H)      # needs the single route-update slot this cycle
+        out_payload = []
+        started = [Signal(name=f"h{h}_started") for h in range(H)]
+        pending = [Signal(5, name=f"h{h}_pending") for h in range(H)]
+        granted = [Signal(5, name=f"h{h}_granted") for h in range(H)]
+
+        token = m.submodules.update_token = RoundRobin(H)
+        m.d.comb += [token.requests.eq(wants_token), token.ready.eq(1)]
+
+        upd = Signal(name="upd_en")
+        upd_write = Signal()
+        upd_color = Signal(range(MAX_COLORS))
+        upd_cmd = Signal(ControlOp)
+        upd_cfg = Signal(ConfigPayload)
+
+        for h, (port, q, head, head_valid, fifo) in enumerate(heads):
+            color = head.color
+            ctrl_op = data.View(ControlPayload, head.data).op
+            cfg = data.View(ConfigPayload, head.data)
+            is_cfg = (Const(0) if self.cfg_color is None else color == self.cfg_color)
+            accepted = cur_rx[color].bit_select(port.value, 1)
+            tx = cur_tx[color]
+            is_switch = head.ctrl & ~is_cfg & ctrl_op.as_value().matches(*(op.value for op in _SWITCH_OPS))
+            consume = is_cfg & (cfg.hops == 0)
+            fresh = head_valid & ~started[h]
+            has_token = token.valid & (token.grant == h)
+
+            rem = Signal(5, name=f"h{h}_rem")
+            drop = Signal(name=f"h{h}_drop")
+            m.d.comb += [
+                drop.eq(fresh & (~accepted | (~consume & (tx == 0)))),
+                wants_token[h].eq(fresh & ~drop & ~cur_torn[color] & (consume | is_switch)),
+                rem.eq(Mux(started[h], pending[h], tx)),
+                present[h].eq(head_valid & ~consume & ~drop &
+                              (started[h] | (~cur_torn[color] & (~is_switch | has_token)))),
+                remaining.word_select(h, 5).eq(Mux(present[h], rem, 0)),
+            ]
+            forwarded = Signal(Wavelet, name=f"h{h}_out")
+            m.d.comb += forwarded.eq(head)
+            with m.If(is_cfg):
+                m.d.comb += data.View(ConfigPayload, forwarded.data).hops.eq(cfg.hops - 1)
+            out_payload.append(forwarded)
+
+            left = Signal(5, name=f"h{h}_left")
+            m.d.comb += left.eq(rem & ~granted[h])
+            applied = consume & has_token
+            m.d.comb += pop[h].eq(drop | applied | (present[h] & (left == 0)))
+            m.d.comb += fifo.r_en.eq(pop[h])
+            with m.If(pop[h]):
+                m.d.sync += started[h].eq(0)
+            with m.Elif(present[h]):
+                m.d.sync += [started[h].eq(1), pending[h].eq(left)]
+
+            bad_target = applied & (cfg.target >= self.n_colors)
+            m.d.comb += dropped[h].eq(drop | bad_target)
+            with m.If(has_token & ~bad_target):
+                m.d.comb += [
+                    upd.eq(1),
+                    upd_write.eq(consume & (cfg.op == ConfigOp.WRITE_ROUTE)),
+                    upd_color.eq(Mux(consume, cfg.target, color)),
+                    upd_cmd.eq(Mux(consume, cfg.cmd, ctrl_op)),
+                    upd_cfg.eq(cfg),
+                ]
+
+        # Output arbitration and crossbar.
+        for port in Direction:
+            out = self.port_out(port)
+            arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H)
+            m.d.comb += [
+                arbiter.requests.eq(Cat(remaining.word_select(h, 5)[port.value]
+                                        for h in range(H))),
+                arbiter.ready.eq(out.ready),
+                out.valid.eq(arbiter.valid),
+                out.payload.eq(Array(p.as_value() for p in out_payload)[arbiter.grant]),
+            ]
+            for h in range(H):
+                m.d.comb += granted[h][port.value].eq(
+                    out.valid & out.ready & (arbiter.grant == h))
+
+        # Route updates: at most one per cycle, chosen by the update token.
+        with m.If(upd):
+            for color in range(self.n_colors):
+                with m.If(upd_color == color):
+                    with m.If(upd_write):
+                        m.d.sync += [
+                            pos_rx[color][upd_cfg.position].eq(upd_cfg.rx),
+                            pos_tx[color][upd_cfg.position].eq(upd_cfg.tx),
+                            last[color].eq(upd_cfg.last),
+                        ]
+                    with m.Elif(upd_cmd == ControlOp.ADVANCE):
+                        m.d.sync += current[color].eq(
+                            Mux(current[color] >= last[color], 0, current[color] + 1))
+                    with m.Elif(upd_cmd == ControlOp.RESET):
+                        m.d.sync += [current[color].eq(0), torn[color].eq(0)]
+                    with m.Elif(upd_cmd == ControlOp.TEARDOWN):
+                        m.d.sync += torn[color].eq(1)
+
+        # Drop counter and sticky error.
+        n_dropped = Signal(range(H + 1))
+        m.d.comb += n_dropped.eq(sum(dropped[h] for h in range(H)))
+        total = Signal(self.counter_width + 1)
+        m.d.comb += total.eq(self.drops + n_dropped)
+        limit = (1 << self.counter_width) - 1
+        m.d.sync += self.drops.eq(Mux(total > limit, limit, total))
+        with m.If(n_dropped != 0):
+            m.d.sync += self.error.eq(1)
+        return m
+
