@@ -87,6 +87,15 @@ class RouteTable:
     def __repr__(self):
         return f"RouteTable(n_colors={self.n_colors}, routes={dict(self)!r})"
 
+    def to_json(self):
+        """``{"color": [[rx, tx], ...]}`` with integer masks, for JSON."""
+        return {str(color): [[p.rx, p.tx] for p in positions] for color, positions in self}
+
+    @classmethod
+    def from_json(cls, n_colors, table):
+        return cls(n_colors, {int(color): [tuple(p) for p in positions]
+                              for color, positions in table.items()})
+
     def config_wavelets(self, cfg_color, *, hops=0, reset=True):
         """Configuration wavelets (packed ``uint64`` words) that load this table into a router
         ``hops`` routers away along the configuration route.

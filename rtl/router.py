@@ -128,6 +128,24 @@ class Router(wiring.Component):
         members["error"] = Out(1)
         super().__init__(members)
 
+    def params(self):
+        """The parameters as a JSON-able dict; ``Router.from_params`` rebuilds the router."""
+        return {"n_colors": self.n_colors, "routes": self.routes.to_json(),
+                "n_queues": self.n_queues, "queue_map": list(self.queue_map),
+                "depth": self.depth, "cfg_color": self.cfg_color,
+                "cfg_route": [self.cfg_route.rx, self.cfg_route.tx],
+                "counter_width": self.counter_width}
+
+    @classmethod
+    def from_params(cls, params):
+        params = dict(params)
+        n_colors = params.get("n_colors", 24)
+        if "routes" in params:
+            params["routes"] = RouteTable.from_json(n_colors, params["routes"])
+        if "cfg_route" in params:
+            params["cfg_route"] = Position(*params["cfg_route"])
+        return cls(**params)
+
     def port_in(self, direction):
         return getattr(self, f"i_{Direction(direction).name.lower()}")
 
@@ -222,7 +240,7 @@ class Router(wiring.Component):
             rem = Signal(5, name=f"h{h}_rem")
             drop = Signal(name=f"h{h}_drop")
             m.d.comb += [
-                drop.eq(fresh & (~accepted | (~consume & (tx == 0)))),
+                drop.eq(fresh & ~cur_torn[color] & (~accepted | (~consume & (tx == 0)))),
                 wants_token[h].eq(fresh & ~drop & ~cur_torn[color] & (consume | is_switch)),
                 rem.eq(Mux(started[h], pending[h], tx)),
                 present[h].eq(head_valid & ~consume & ~drop &

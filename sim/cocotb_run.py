@@ -1,0 +1,149 @@
+"""Build an Amaranth component for a simulator and run cocotb testbenches on it.
+
+One call site for ``cocotb_tools.runner`` in the project. Each distinct design (its Verilog
+text), simulator and waveform setting gets its own build directory, shared by every test that
+needs it and guarded by a file lock, so pytest-xdist workers never link into one directory at
+the same time; every run gets its own test directory and results file.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+from . import toolchain
+from .export import export_verilog
+
+__all__ = ["SIMULATORS", "BUILD_ROOT", "Build", "Result", "build", "run"]
+
+
+SIMULATORS = ("verilator", "icarus")
+BUILD_ROOT = Path(os.environ.get("WSE_BUILD_DIR", "build")) / "sim"
+
+_VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT"]
+_TIMESCALE = ("1ns", "1ps")
+
+
+@dataclass(frozen=True)
+class Build:
+    """A design built for one simulator."""
+    sim: str
+    top: str
+    directory: Path
+    verilog: Path
+    waves: bool
+
+
+@dataclass
+class Result:
+    """What one simulator run reported."""
+    tests: int
+    failed: int
+    results_xml: Path
+    test_dir: Path
+    waves: Path | None = None
+    failures: dict = field(default_factory=dict)   # test name -> failure message
+
+    @property
+    def passed(self):
+        return self.tests > 0 and self.failed == 0
+
+
+def _check_sim(sim):
+    if sim not in SIMULATORS:
+        raise ValueError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+
+
+@contextmanager
+def _locked(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build(component, *, top, sim="verilator", waves=False, root=None):
+    """Export ``component`` as Verilog module ``top`` and build it for ``sim``."""
+    _check_sim(sim)
+    toolchain.setup()
+    from cocotb_tools.runner import get_runner
+
+    root = Path(root or BUILD_ROOT)
+    staging = root / "verilog" / f"{top}-{os.getpid()}.v"
+    export_verilog(component, staging, name=top)
+    text = staging.read_text()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    directory = (root / sim / f"{top}-{digest}{'-waves' if waves else ''}").resolve()
+    verilog = directory / f"{top}.v"
+    with _locked(directory):
+        if not verilog.exists() or verilog.read_text() != text:
+            verilog.write_text(text)
+        staging.unlink()
+        runner = get_runner(sim)
+        args = list(_VERILATOR_ARGS) if sim == "verilator" else []
+        if waves and sim == "verilator":
+            args += ["--trace-fst", "--trace-structs"]
+        runner.build(sources=[verilog], hdl_toplevel=top, build_dir=directory,
+                     build_args=args, timescale=_TIMESCALE, waves=waves,
+                     log_file=directory / "build.log")
+    return Build(sim=sim, top=top, directory=directory, verilog=verilog, waves=waves)
+
+
+def run(built, *, module, testcase=None, params=None, name=None, seed=None, extra_env=None):
+    """Run cocotb ``module`` (optionally only ``testcase``) on a :class:`Build`.
+
+    ``params`` reaches the testbench as JSON in ``WSE_PARAMS``. Returns a :class:`Result`;
+    a run that crashed before writing its results counts as one failed test.
+    """
+    toolchain.setup()
+    from cocotb_tools.runner import get_runner
+
+    label = name or (testcase if isinstance(testcase, str) else module.rsplit(".", 1)[-1])
+    test_dir = (built.directory / "runs" / f"{label}-{os.getpid()}").resolve()
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results_xml = test_dir / "results.xml"
+    results_xml.unlink(missing_ok=True)
+    env = {"WSE_PARAMS": json.dumps(params or {}), "COCOTB_RESULTS_FILE": str(results_xml)}
+    env.update(extra_env or {})
+    runner = get_runner(built.sim)
+    test_filter = None if testcase is None else rf"(^|\.){re.escape(testcase)}(/|$)"
+    try:
+        runner.test(test_module=module, hdl_toplevel=built.top, hdl_toplevel_lang="verilog",
+                    test_filter=test_filter,
+                    build_dir=built.directory, test_dir=test_dir, results_xml=str(results_xml),
+                    extra_env=env, waves=built.waves, seed=seed, timescale=_TIMESCALE,
+                    log_file=test_dir / "sim.log")
+    except SystemExit:      # the runner exits on failures under pytest; the results say which
+        pass
+    result = _read_results(results_xml, test_dir)
+    if built.waves:
+        candidates = [test_dir / "dump.fst", built.directory / f"{built.top}.fst"]
+        result.waves = next((p for p in candidates if p.exists()), None)
+    return result
+
+
+def _read_results(results_xml, test_dir):
+    if not results_xml.is_file():
+        return Result(tests=1, failed=1, results_xml=results_xml, test_dir=test_dir,
+                      failures={"simulation": f"terminated without results; see "
+                                              f"{test_dir / 'sim.log'}"})
+    tests = failed = 0
+    failures = {}
+    for case in ElementTree.parse(results_xml).getroot().iter("testcase"):
+        tests += 1
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            failed += 1
+            failures[case.get("name")] = problem.get("message") or (problem.text or "").strip()
+    return Result(tests=tests, failed=failed, results_xml=results_xml, test_dir=test_dir,
+                  failures=failures)

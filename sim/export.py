@@ -1,0 +1,24 @@
+"""Verilog export of Amaranth components (through the Yosys chosen in ``toolchain.env``)."""
+
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from . import toolchain
+
+__all__ = ["export_verilog"]
+
+
+def export_verilog(component, path, *, name="top"):
+    """Write ``component`` as Verilog module ``name`` to ``path``; return the path.
+
+    The file is rewritten only when its text changes, so simulator builds that depend on it stay
+    cached across runs.
+    """
+    toolchain.setup()
+    text = verilog.convert(component, name=name, emit_src=False)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path

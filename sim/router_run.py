@@ -1,0 +1,42 @@
+"""Running the router's cocotb testbench: the design the tests use and one call to run them."""
+
+from rtl.route_table import Position, RouteTable
+from rtl.router import Router
+
+from .cocotb_run import build, run
+
+__all__ = ["TEST_MODULE", "BENCH_MODULE", "ELABORATED_ROUTES", "testbench_router",
+           "run_router_tests"]
+
+
+TEST_MODULE = "tb.router_tests"
+BENCH_MODULE = "tb.router_bench"
+
+#: The table the test design is elaborated with (``elaborated_routes`` checks it).
+ELABORATED_ROUTES = {0: ("NESWR", "E"), 1: ("NESWR", "S"), 2: ("NESWR", "NR"),
+                     10: ("WR", "ESR"), 11: [("W", "E"), ("W", "S")]}
+
+
+def testbench_router(**overrides):
+    """The router the testbench runs on: defaults plus an initial table and a forwarding
+    configuration route (so configurations with hops are seen leaving on E)."""
+    params = dict(n_colors=24, n_queues=2, depth=4, cfg_color=31,
+                  cfg_route=Position(rx="NESWR", tx="E"))
+    params.update(overrides)
+    params.setdefault("routes", RouteTable(params["n_colors"], {
+        c: r for c, r in ELABORATED_ROUTES.items() if c < params["n_colors"]}))
+    return Router(**params)
+
+
+def run_router_tests(*, sim="verilator", testcase=None, waves=False, seed=1, fuzz=None,
+                     module=TEST_MODULE, extra_env=None, **overrides):
+    """Build the testbench router for ``sim`` and run ``module`` (all tests, or one by name)."""
+    router = testbench_router(**overrides)
+    params = router.params()
+    params["seed"] = seed
+    if fuzz is not None:
+        params["fuzz"] = fuzz
+    top = f"router_q{router.n_queues}d{router.depth}"
+    built = build(router, top=top, sim=sim, waves=waves)
+    return run(built, module=module, testcase=testcase, params=params, seed=seed,
+               name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}", extra_env=extra_env)
