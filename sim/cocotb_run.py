@@ -70,6 +70,18 @@ def _locked(directory):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+_TRIGGER = re.compile(r"^(\s*)reg (\\\S*dump_module\S*)\s+= 0;$", re.MULTILINE)
+
+
+def _icarus_time_zero(text):
+    """Icarus never runs an ``always @*`` block whose inputs do not change after time 0, so
+    Amaranth's constant-driven comb logic stays X there (amaranth-lang/amaranth#1629). Yosys
+    already reads a per-module trigger register in every such block; flip it once after the
+    always blocks are waiting (``#0``), so each block runs at time 0. (``always_comb`` would run
+    too, but Icarus 11 then widens constant bit-selects into zero-delay loops.)"""
+    return _TRIGGER.sub(lambda m: f"{m[0]}\n{m[1]}initial #0 {m[2]} = 1'b1;", text)
+
+
 def build(component, *, top, sim="verilator", waves=False, root=None):
     """Export ``component`` as Verilog module ``top`` and build it for ``sim``."""
     _check_sim(sim)
@@ -80,6 +92,8 @@ def build(component, *, top, sim="verilator", waves=False, root=None):
     staging = root / "verilog" / f"{top}-{os.getpid()}.v"
     export_verilog(component, staging, name=top)
     text = staging.read_text()
+    if sim == "icarus":
+        text = _icarus_time_zero(text)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     directory = (root / sim / f"{top}-{digest}{'-waves' if waves else ''}").resolve()
     verilog = directory / f"{top}.v"
