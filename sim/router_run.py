@@ -1,5 +1,7 @@
 """Running the router's cocotb testbench: the design the tests use and one call to run them."""
 
+import json
+
 from rtl.route_table import Position, RouteTable
 from rtl.router import Router
 
@@ -28,15 +30,23 @@ def testbench_router(**overrides):
     return Router(**params)
 
 
+_builds = {}     # one build per design, simulator and waves setting in this process
+
+
 def run_router_tests(*, sim="verilator", testcase=None, waves=False, seed=1, fuzz=None,
-                     module=TEST_MODULE, extra_env=None, **overrides):
+                     module=TEST_MODULE, extra_env=None, throughput_count=None, **overrides):
     """Build the testbench router for ``sim`` and run ``module`` (all tests, or one by name)."""
     router = testbench_router(**overrides)
     params = router.params()
+    key = (json.dumps(params, sort_keys=True), sim, waves)
+    if key not in _builds:
+        _builds[key] = build(router, top=f"router_q{router.n_queues}d{router.depth}", sim=sim,
+                             waves=waves)
+    built = _builds[key]
     params["seed"] = seed
     if fuzz is not None:
         params["fuzz"] = fuzz
-    top = f"router_q{router.n_queues}d{router.depth}"
-    built = build(router, top=top, sim=sim, waves=waves)
+    if throughput_count is not None:
+        params["throughput_count"] = throughput_count
     return run(built, module=module, testcase=testcase, params=params, seed=seed,
                name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}", extra_env=extra_env)

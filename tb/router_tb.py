@@ -70,6 +70,7 @@ class RouterTB:
             cfg_color=self.cfg_color, cfg_route=cfg_route)
         self.scoreboard = Scoreboard()
         self.latencies = []            # (input accepted cycle -> output first valid) per copy
+        self.arrivals = {d: [] for d in Direction}     # (cycle, word) per output, in order
         self._accepted = {}            # word -> cycle it was accepted
         self.sources = {d: StreamSource(dut, f"i_{d.name.lower()}",
                                         idle=idle(d) if idle else always(),
@@ -88,10 +89,17 @@ class RouterTB:
     def _make_receiver(self, output):
         def received(word, cycle, first_valid):
             self._moved += 1
+            self.arrivals[output].append((cycle, word))
             self.scoreboard.receive(output.name, word)
             if word in self._accepted:
                 self.latencies.append(first_valid - self._accepted[word])
         return received
+
+    def pace(self, idle=None, backpressure=None):
+        """Change the pacing of every input (``idle``) and output (``backpressure``)."""
+        for d in Direction:
+            self.sources[d]._idle = idle(d) if idle else always()
+            self.sinks[d]._pace = backpressure(d) if backpressure else always()
 
     # -- clock and reset ----------------------------------------------------------------------
 

@@ -1,0 +1,31 @@
+"""``wse bench router``: throughput, hop latency and a long fuzz of the router, measured in RTL."""
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from .router_run import BENCH_MODULE, run_router_tests
+
+__all__ = ["bench_router"]
+
+
+def bench_router(*, sim="verilator", fuzz=100_000, seed=1, throughput_count=2000):
+    """Run the router benchmark testbench; returns its figures as a dict.
+
+    Raises ``RuntimeError`` when the testbench failed (the figures it got are in the message).
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "figures.json"
+        start = time.monotonic()
+        result = run_router_tests(sim=sim, module=BENCH_MODULE, seed=seed, fuzz=fuzz,
+                                  extra_env={"WSE_BENCH_OUT": str(out)},
+                                  throughput_count=throughput_count)
+        figures = json.loads(out.read_text()) if out.exists() else {}
+    figures["simulator"] = sim
+    figures["seed"] = seed
+    figures["wall_seconds"] = round(time.monotonic() - start, 1)
+    if not result.passed:
+        raise RuntimeError(f"router bench failed on {sim}: {result.failures}; "
+                           f"figures so far: {figures}; log: {result.test_dir / 'sim.log'}")
+    return figures

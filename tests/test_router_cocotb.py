@@ -1,0 +1,52 @@
+"""The router's cocotb testbench (tb/router_tests.py) on Verilator and Icarus.
+
+Each simulator's tests share one build and run on one pytest-xdist worker (``xdist_group``);
+every test is one simulator run, checked against the reference model and scoreboard. The
+figures each run logs (copies delivered, cycles, drops, hop latency) appear at the end.
+"""
+
+import re
+
+import pytest
+
+from sim.router_run import run_router_tests
+
+SIMS = [pytest.param(sim, marks=pytest.mark.xdist_group(sim)) for sim in ("verilator", "icarus")]
+TESTS = ["every_direction", "multicast", "switch_positions", "fair_share", "teardown",
+         "runtime_reconfiguration", "drops", "elaborated_routes", "random_traffic_fuzz",
+         "watchdog_names_stuck_port"]
+FIGURE = re.compile(r"INFO\s+test\s+(\S.*(?:copies delivered|watchdog said).*)$")
+
+
+def check(result, figure, label):
+    log = (result.test_dir / "sim.log").read_text()
+    for line in log.splitlines():
+        match = FIGURE.search(line)
+        if match:
+            figure(f"{label}: {match[1]}")
+    problems = "\n".join(f"{name}: {message}" for name, message in result.failures.items())
+    assert result.passed, f"{result.failed} of {result.tests} failed (log: {result.test_dir})\n" \
+                          f"{problems}"
+
+
+@pytest.mark.parametrize("testcase", TESTS)
+@pytest.mark.parametrize("sim", SIMS)
+def test_router(sim, testcase, figure):
+    check(run_router_tests(sim=sim, testcase=testcase), figure, sim)
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_router_single_queue_depth_2(sim, figure):
+    """The smallest configuration: one queue per port, two entries; fuzz and every path."""
+    result = run_router_tests(sim=sim, n_queues=1, depth=2, module="tb.router_tests",
+                              testcase="random_traffic_fuzz", seed=2)
+    check(result, figure, f"{sim} q1d2")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 9))
+@pytest.mark.parametrize("sim", SIMS)
+def test_router_long_fuzz(sim, seed, figure):
+    """Long random traffic (20000 wavelets per pacing), several seeds."""
+    check(run_router_tests(sim=sim, testcase="random_traffic_fuzz", seed=seed, fuzz=20000),
+          figure, f"{sim} seed {seed}")

@@ -1,0 +1,124 @@
+"""The router in Amaranth's simulator: parameters, latency, throughput, small traffic."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from rtl.route_table import Position, RouteTable
+from rtl.router import Router
+from rtl.wavelet import WAVELET, Direction
+from tb.router_model import RouterModel
+from tb.scoreboard import Scoreboard
+
+
+def run_router(router, streams, *, cycles, ready=lambda d, cycle: True, idle=lambda d, c: True):
+    """Drive ``{Direction: [words]}`` into ``router``; returns (received, drops, accepted).
+
+    ``received[d]`` lists ``(cycle, word)``; ``accepted`` maps each word to its input cycle.
+    """
+    received = {d: [] for d in Direction}
+    accepted = {}
+    result = {}
+
+    async def bench(ctx):
+        queues = {d: list(streams.get(d, [])) for d in Direction}
+        for cycle in range(cycles):
+            for d in Direction:
+                inp, out = router.port_in(d), router.port_out(d)
+                offer = bool(queues[d]) and idle(d, cycle)
+                ctx.set(inp.valid, offer)
+                if offer:
+                    ctx.set(inp.payload.as_value(), queues[d][0])
+                ctx.set(out.ready, ready(d, cycle))
+            for d in Direction:
+                inp, out = router.port_in(d), router.port_out(d)
+                if ctx.get(inp.valid) and ctx.get(inp.ready):
+                    accepted[queues[d].pop(0)] = cycle
+                if ctx.get(out.valid) and ctx.get(out.ready):
+                    received[d].append((cycle, ctx.get(out.payload.as_value())))
+            await ctx.tick()
+        result["drops"] = ctx.get(router.drops)
+        result["error"] = ctx.get(router.error)
+
+    sim = Simulator(router)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return received, result, accepted
+
+
+def words(color, ids):
+    return [int(WAVELET.pack(data=i, color=color)) for i in ids]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_colors": 33}, r"^n_colors must be an integer in 1\.\.32, not 33$"),
+    ({"n_colors": 32}, r"^cfg_color must be None or a color in 32\.\.\.31 \(not routable\), "
+                       r"not 31$"),
+    ({"cfg_color": 5}, r"^cfg_color must be None or a color in 24\.\.\.31 \(not routable\), "
+                       r"not 5$"),
+    ({"n_queues": 0}, r"^n_queues must be an integer in 1\.\.8, not 0$"),
+    ({"depth": 1}, r"^depth must be an integer of at least 2, not 1$"),
+    ({"queue_map": [0] * 31}, r"^queue_map must give a queue in 0\.\.1 for each of the 32 colors"),
+    ({"queue_map": [2] * 32}, r"^queue_map must give a queue in 0\.\.1 for each of the 32 colors"),
+    ({"routes": RouteTable(8)}, r"^Route table is for 8 colors, not 24$"),
+    ({"counter_width": 0}, r"^counter_width must be an integer in 1\.\.64, not 0$"),
+])
+def test_parameters_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Router(**kwargs)
+
+
+def test_all_32_colors_without_configuration():
+    router = Router(n_colors=32, cfg_color=None)
+    assert router.params()["cfg_color"] is None
+
+
+def test_params_round_trip():
+    router = Router(routes={1: [("W", "E"), ("N", "S")]}, n_queues=3, depth=3)
+    again = Router.from_params(router.params())
+    assert again.params() == router.params()
+
+
+def test_one_cycle_per_hop_and_one_wavelet_per_cycle():
+    router = Router(routes={0: ("W", "E")}, n_queues=1, depth=2)
+    received, result, accepted = run_router(router, {Direction.W: words(0, range(1, 41))},
+                                            cycles=45)
+    cycles = [c for c, _ in received[Direction.E]]
+    assert [w for _, w in received[Direction.E]] == words(0, range(1, 41))
+    assert cycles == list(range(cycles[0], cycles[0] + 40)), "not one wavelet per cycle"
+    latencies = {cycle - accepted[w] for cycle, w in received[Direction.E]}
+    assert latencies == {1}
+    assert result["drops"] == 0 and result["error"] == 0
+
+
+def test_small_random_traffic_matches_the_model():
+    rng = random.Random(3)
+    table = RouteTable(24, {c: ("NESWR", rng.randrange(1, 32)) for c in range(12)})
+    table[12] = ("W", "E")                        # refuses every other input
+    router = Router(routes=table)
+    model = RouterModel(routes=table, cfg_route=router.cfg_route)
+    streams = {d: [int(WAVELET.pack(data=100 * d.value + i, color=rng.randrange(0, 14)))
+                   for i in range(30)] for d in Direction}
+    scoreboard = Scoreboard()
+    fates = model.phase(streams)
+    for d in Direction:
+        for fate in fates[d]:
+            for out, word in fate.outputs:
+                scoreboard.expect(out.name, (d.name, word >> 32), word)
+    received, result, _ = run_router(
+        router, streams, cycles=400,
+        ready=lambda d, c: (c + d.value) % 3 != 0, idle=lambda d, c: (c * 7 + d.value) % 4 != 0)
+    for d in Direction:
+        for _, word in received[d]:
+            scoreboard.receive(d.name, word)
+    assert scoreboard.clean, scoreboard.summary() + "; ".join(scoreboard.errors)
+    assert result["drops"] == model.drops > 0
+    assert result["error"] == 1
+
+
+def test_drop_counter_saturates():
+    router = Router(routes={}, counter_width=2)
+    _, result, _ = run_router(router, {Direction.W: words(1, range(10))}, cycles=20)
+    assert result["drops"] == 3 and result["error"] == 1
