@@ -139,7 +139,10 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
         pass
     result = _read_results(results_xml, test_dir)
     if built.waves:
-        candidates = [test_dir / "dump.fst", built.directory / f"{built.top}.fst"]
+        icarus_dump = built.directory / f"{built.top}.fst"     # Icarus writes beside its build
+        if icarus_dump.exists():
+            icarus_dump.replace(test_dir / icarus_dump.name)
+        candidates = [test_dir / "dump.fst", test_dir / icarus_dump.name]
         result.waves = next((p for p in candidates if p.exists()), None)
     return result
 

@@ -14,7 +14,8 @@ import itertools
 import random
 from collections import deque
 
-__all__ = ["always", "bursty", "random_pattern", "StreamSource", "StreamSink"]
+__all__ = ["always", "bursty", "random_pattern", "StreamSource", "StreamProtocolError",
+           "StreamSink"]
 
 
 def always():
@@ -81,8 +82,15 @@ class StreamSource:
             self.stalled_cycles += 1
 
 
+class StreamProtocolError(AssertionError):
+    """A stream broke the valid/ready rule: an offer not taken must stay, unchanged."""
+
+
 class StreamSink:
     """Takes words from a DUT stream output with ``ready`` paced by ``backpressure``.
+
+    Checks the stream rule on every cycle: a word offered and not taken must be offered again,
+    unchanged, until it is taken (:class:`StreamProtocolError` otherwise).
 
     ``backpressure`` yields ``True`` on cycles where the sink is ready. ``on_received`` is
     called with ``(word, cycle)`` for each transfer; ``first_valid`` records, for the word being
@@ -98,13 +106,22 @@ class StreamSink:
         self._on_received = on_received
         self.received = 0
         self.offered_since = None
+        self._stalled = None          # the word offered and not taken last cycle
         self._ready.value = 0
 
     def drive(self, cycle):
         self._ready.value = 1 if next(self._pace) else 0
 
     def sample(self, cycle):
-        if not self._valid.value:
+        valid = bool(self._valid.value)
+        if self._stalled is not None:
+            word = self._payload.value.to_unsigned() if valid else None
+            if word != self._stalled:
+                raise StreamProtocolError(
+                    f"{self.name}: offered {self._stalled:#012x} and, not taken, "
+                    + ("withdrew it" if word is None else f"changed it to {word:#012x}")
+                    + f" in cycle {cycle}")
+        if not valid:
             self.offered_since = None
             return
         if self.offered_since is None:
@@ -112,6 +129,9 @@ class StreamSink:
         if self._ready.value:
             word = self._payload.value.to_unsigned()
             self.received += 1
+            self._stalled = None
             if self._on_received:
                 self._on_received(word, cycle, self.offered_since)
             self.offered_since = None
+        else:
+            self._stalled = self._payload.value.to_unsigned()
