@@ -1,0 +1,1 @@
+"""Standalone benchmarks. The measurements themselves run through ``wse bench`` (see README)."""

@@ -1,0 +1,1 @@
+"""FPGA board tops, the serial bridge and bitstream builds."""

@@ -1,0 +1,1 @@
+"""The host: the ``wse`` command line; MemoryX, SwarmX and training to come."""

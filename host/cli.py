@@ -47,7 +47,7 @@ def sim_router(simulator, testcase, waves, seed, fuzz):
     with console.status(f"building and running the router testbench on {simulator}"):
         result = run_router_tests(sim=simulator, testcase=testcase, waves=waves, seed=seed,
                                   fuzz=fuzz)
-    if result.tests == 0 or (testcase and result.tests == 0):
+    if result.tests == 0:
         raise click.ClickException(f"no test matched {testcase!r}; see {result.test_dir}")
     log = (result.test_dir / "sim.log").read_text()
     for line in log.splitlines():

@@ -1,0 +1,1 @@
+"""Leaf hardware in Amaranth: the wavelet, route tables, arbitration, the router."""

@@ -1,0 +1,1 @@
+"""Running hardware: toolchain set-up, Verilog export, the cocotb runner and its uses."""

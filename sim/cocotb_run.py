@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import re
+import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ BUILD_ROOT = Path(os.environ.get("WSE_BUILD_DIR", "build")) / "sim"
 
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT"]
 _TIMESCALE = ("1ns", "1ps")
+DEFAULT_TIMEOUT = float(os.environ.get("WSE_SIM_TIMEOUT", 900))
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,15 @@ def build(component, *, top, sim="verilator", waves=False, root=None):
     return Build(sim=sim, top=top, directory=directory, verilog=verilog, waves=waves)
 
 
-def run(built, *, module, testcase=None, params=None, name=None, seed=None, extra_env=None):
+def run(built, *, module, testcase=None, params=None, name=None, seed=None, extra_env=None,
+        timeout=DEFAULT_TIMEOUT):
     """Run cocotb ``module`` (optionally only ``testcase``) on a :class:`Build`.
 
     ``params`` reaches the testbench as JSON in ``WSE_PARAMS``. Returns a :class:`Result`;
-    a run that crashed before writing its results counts as one failed test.
+    a run that crashed before writing its results counts as one failed test, and so does one
+    still running after ``timeout`` seconds of wall-clock time (its simulator is killed: the
+    testbenches' own watchdogs bound simulated time, this bounds a simulator stuck in a
+    zero-delay loop).
     """
     toolchain.setup()
     from cocotb_tools.runner import get_runner
@@ -129,14 +136,22 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
     env.update(extra_env or {})
     runner = get_runner(built.sim)
     test_filter = None if testcase is None else rf"(^|\.){re.escape(testcase)}(/|$)"
-    try:
-        runner.test(test_module=module, hdl_toplevel=built.top, hdl_toplevel_lang="verilog",
-                    test_filter=test_filter,
-                    build_dir=built.directory, test_dir=test_dir, results_xml=str(results_xml),
-                    extra_env=env, waves=built.waves, seed=seed, timescale=_TIMESCALE,
-                    log_file=test_dir / "sim.log")
-    except SystemExit:      # the runner exits on failures under pytest; the results say which
-        pass
+    with _deadline(timeout) as expired:
+        try:
+            runner.test(test_module=module, hdl_toplevel=built.top, hdl_toplevel_lang="verilog",
+                        test_filter=test_filter, build_dir=built.directory, test_dir=test_dir,
+                        results_xml=str(results_xml), extra_env=env, waves=built.waves,
+                        seed=seed, timescale=_TIMESCALE, log_file=test_dir / "sim.log")
+        except SystemExit:  # the runner exits on failures under pytest; the results say which
+            pass
+        except RuntimeError:    # the simulator died (or was killed below): reported from here
+            if not expired() and not results_xml.is_file():
+                raise
+    if expired():
+        return Result(tests=1, failed=1, results_xml=results_xml, test_dir=test_dir,
+                      failures={"simulation": f"killed after {timeout} s of wall-clock time "
+                                              f"(a zero-delay loop or a hang in the simulator); "
+                                              f"see {test_dir / 'sim.log'}"})
     result = _read_results(results_xml, test_dir)
     if built.waves:
         icarus_dump = built.directory / f"{built.top}.fst"     # Icarus writes beside its build
@@ -145,6 +160,31 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
         candidates = [test_dir / "dump.fst", test_dir / icarus_dump.name]
         result.waves = next((p for p in candidates if p.exists()), None)
     return result
+
+
+@contextmanager
+def _deadline(seconds):
+    """Kill this process's child processes (the simulator) if the block outlasts ``seconds``."""
+    fired = threading.Event()
+
+    def kill_children():
+        fired.set()
+        me = os.getpid()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == me:
+                    os.kill(int(stat.parent.name), signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                continue
+
+    timer = threading.Timer(seconds, kill_children)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired.is_set
+    finally:
+        timer.cancel()
 
 
 def _read_results(results_xml, test_dir):

@@ -5,7 +5,7 @@ import json
 from rtl.route_table import Position, RouteTable
 from rtl.router import Router
 
-from .cocotb_run import build, run
+from .cocotb_run import DEFAULT_TIMEOUT, build, run
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "ELABORATED_ROUTES", "testbench_router",
            "run_router_tests"]
@@ -34,7 +34,8 @@ _builds = {}     # one build per design, simulator and waves setting in this pro
 
 
 def run_router_tests(*, sim="verilator", testcase=None, waves=False, seed=1, fuzz=None,
-                     module=TEST_MODULE, extra_env=None, throughput_count=None, **overrides):
+                     module=TEST_MODULE, extra_env=None, throughput_count=None,
+                     timeout=DEFAULT_TIMEOUT, **overrides):
     """Build the testbench router for ``sim`` and run ``module`` (all tests, or one by name)."""
     router = testbench_router(**overrides)
     params = router.params()
@@ -49,4 +50,5 @@ def run_router_tests(*, sim="verilator", testcase=None, waves=False, seed=1, fuz
     if throughput_count is not None:
         params["throughput_count"] = throughput_count
     return run(built, module=module, testcase=testcase, params=params, seed=seed,
-               name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}", extra_env=extra_env)
+               name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}", extra_env=extra_env,
+               timeout=timeout)

@@ -1,0 +1,1 @@
+"""cocotb testbenches: stream models, reference models, scoreboards and the tests."""
