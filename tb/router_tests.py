@@ -41,7 +41,10 @@ async def start(dut, pace="full", **kwargs):
     return tb
 
 
-def log_figures(tb, name):
+def finish(tb, name):
+    """Every test's end: the scoreboard clean, the counters as modelled, the figures logged."""
+    assert tb.scoreboard.clean, f"{tb.scoreboard.summary()}: {'; '.join(tb.scoreboard.errors)}"
+    tb.check_counters()
     cocotb.log.info("%s: %s; %d cycles, %d drops, hop latency min %s max %s", name,
                     tb.scoreboard.summary(), tb.cycle, tb.drops(),
                     min(tb.latencies, default="-"), max(tb.latencies, default="-"))
@@ -58,12 +61,10 @@ async def every_direction(dut, pace):
     streams = {src: [int(WAVELET.pack(data=next(uid), color=dst.value))
                      for _ in range(4) for dst in Direction] for src in Direction}
     await tb.phase(streams)
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
     assert tb.scoreboard.matched == 5 * 5 * 4
     if pace == "full":
         assert set(tb.latencies) and min(tb.latencies) == 1, tb.latencies
-    tb.check_counters()
-    log_figures(tb, f"every_direction[{pace}]")
+    finish(tb, f"every_direction[{pace}]")
 
 
 @cocotb.test()
@@ -80,10 +81,8 @@ async def multicast(dut, pace):
                          for color in range(len(chunk)) for _ in range(2)]
                    for src in Direction}
         await tb.phase(streams)
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
     assert tb.scoreboard.matched == sum(bin(m).count("1") for m in masks) * 2 * 5
-    tb.check_counters()
-    log_figures(tb, f"multicast[{pace}]")
+    finish(tb, f"multicast[{pace}]")
 
 
 @cocotb.test()
@@ -108,9 +107,7 @@ async def switch_positions(dut, pace):
     fates = await tb.phase({Direction.W: words})
     seen = [tuple(d.name for d, _ in f.outputs) for f in fates[Direction.W]]
     assert ("N", "S") in seen and ("R",) in seen and ("E",) in seen, seen
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
-    tb.check_counters()
-    log_figures(tb, f"switch_positions[{pace}]")
+    finish(tb, f"switch_positions[{pace}]")
 
 
 @cocotb.test()
@@ -124,8 +121,7 @@ async def fair_share(dut):
     shares = {src: window.count(src.value) for src in Direction}
     cocotb.log.info("fair_share: output E served %s in its first 250 transfers", shares)
     assert all(45 <= n <= 55 for n in shares.values()), shares
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
-    log_figures(tb, "fair_share")
+    finish(tb, "fair_share")
 
 
 @cocotb.test()
@@ -147,9 +143,7 @@ async def teardown(dut):
     fates = await tb.phase({Direction.R: [reset]})
     assert len(fates["released"]) == 3
     assert tb.sinks[Direction.E].received == 6
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
-    tb.check_counters()
-    log_figures(tb, "teardown")
+    finish(tb, "teardown")
 
 
 @cocotb.test()
@@ -178,9 +172,7 @@ async def runtime_reconfiguration(dut, pace):
     if tb.model.cfg_route.tx:
         assert outputs and all(CONFIG.unpack(WAVELET.unpack(w)["data"])["hops"] == 1
                                for _, w in outputs)
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
-    tb.check_counters()
-    log_figures(tb, f"runtime_reconfiguration[{pace}]")
+    finish(tb, f"runtime_reconfiguration[{pace}]")
 
 
 @cocotb.test()
@@ -200,8 +192,7 @@ async def drops(dut):
     await tb.phase(streams)
     assert tb.model.drops == 4
     assert tb.sinks[Direction.E].received == 3 and tb.sinks[Direction.S].received == 1
-    tb.check_counters()
-    log_figures(tb, "drops")
+    finish(tb, "drops")
 
 
 @cocotb.test()
@@ -214,9 +205,8 @@ async def elaborated_routes(dut):
     streams = {src: [int(WAVELET.pack(data=next(uid), color=c)) for c in routed * 3]
                for src in Direction}
     await tb.phase(streams)
-    assert tb.scoreboard.matched > 0 and tb.scoreboard.clean, tb.scoreboard.summary()
-    tb.check_counters()
-    log_figures(tb, "elaborated_routes")
+    assert tb.scoreboard.matched > 0, "nothing routed by the elaborated table"
+    finish(tb, "elaborated_routes")
 
 
 @cocotb.test()
@@ -229,9 +219,7 @@ async def random_traffic_fuzz(dut, pace):
     traffic = random_traffic(seed, count, n_colors=tb.n_colors)
     await tb.program(traffic.table)
     await tb.phase(traffic.streams)
-    assert tb.scoreboard.clean, tb.scoreboard.summary()
-    tb.check_counters()
-    log_figures(tb, f"random_traffic_fuzz[{pace}, seed {seed}, {count} wavelets]")
+    finish(tb, f"random_traffic_fuzz[{pace}, seed {seed}, {count} wavelets]")
 
 
 @cocotb.test()

@@ -14,7 +14,7 @@ import itertools
 import random
 from collections import deque
 
-__all__ = ["always", "bursty", "random_pattern", "StreamSource", "StreamProtocolError",
+__all__ = ["always", "bursty", "random_pattern", "stream_handles", "StreamSource", "StreamProtocolError",
            "StreamSink"]
 
 
@@ -35,6 +35,11 @@ def random_pattern(seed, on=0.5):
         yield rng.random() < on
 
 
+def stream_handles(dut, port):
+    """The ``(payload, valid, ready)`` handles of Amaranth stream member ``port``."""
+    return tuple(getattr(dut, f"{port}__{name}") for name in ("payload", "valid", "ready"))
+
+
 class StreamSource:
     """Drives words into a DUT stream input, each held until taken.
 
@@ -45,9 +50,7 @@ class StreamSource:
 
     def __init__(self, dut, port, *, idle=None, on_sent=None):
         self.name = port
-        self._payload = getattr(dut, f"{port}__payload")
-        self._valid = getattr(dut, f"{port}__valid")
-        self._ready = getattr(dut, f"{port}__ready")
+        self._payload, self._valid, self._ready = stream_handles(dut, port)
         self._idle = idle or always()
         self._on_sent = on_sent
         self.queue = deque()
@@ -99,9 +102,7 @@ class StreamSink:
 
     def __init__(self, dut, port, *, backpressure=None, on_received=None):
         self.name = port
-        self._payload = getattr(dut, f"{port}__payload")
-        self._valid = getattr(dut, f"{port}__valid")
-        self._ready = getattr(dut, f"{port}__ready")
+        self._payload, self._valid, self._ready = stream_handles(dut, port)
         self._pace = backpressure or always()
         self._on_received = on_received
         self.received = 0

@@ -5,28 +5,15 @@ every test is one simulator run, checked against the reference model and scorebo
 figures each run logs (copies delivered, cycles, drops, hop latency) appear at the end.
 """
 
-import re
-
 import pytest
 
 from sim.router_run import run_router_tests
 
-SIMS = [pytest.param(sim, marks=pytest.mark.xdist_group(sim)) for sim in ("verilator", "icarus")]
+from .cocotb_checks import SIMS, check
+
 TESTS = ["every_direction", "multicast", "switch_positions", "fair_share", "teardown",
          "runtime_reconfiguration", "drops", "elaborated_routes", "random_traffic_fuzz",
          "watchdog_names_stuck_port"]
-FIGURE = re.compile(r"INFO\s+test\s+(\S.*(?:copies delivered|watchdog said).*)$")
-
-
-def check(result, figure, label):
-    log = (result.test_dir / "sim.log").read_text()
-    for line in log.splitlines():
-        match = FIGURE.search(line)
-        if match:
-            figure(f"{label}: {match[1]}")
-    problems = "\n".join(f"{name}: {message}" for name, message in result.failures.items())
-    assert result.passed, f"{result.failed} of {result.tests} failed (log: {result.test_dir})\n" \
-                          f"{problems}"
 
 
 @pytest.mark.parametrize("testcase", TESTS)

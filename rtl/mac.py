@@ -1,0 +1,98 @@
+"""The zero-skip multiply-accumulate unit."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .numfmt import FixedPoint
+
+__all__ = ["Mac"]
+
+
+class Mac(wiring.Component):
+    """Saturating multiply-accumulate that issues no multiply when an operand is zero.
+
+    Two stages. ``s0``: operands ``a`` and ``b`` arrive with ``valid``; if either is zero no
+    multiply is issued (the product register is not clocked) and the operation is marked
+    skipped. ``s1``, one cycle later: the accumulator value ``acc`` for that operation is
+    supplied, and ``sum`` = ``acc + a * b`` (saturated to the accumulator) is valid
+    combinationally, with ``skip`` and ``overflow`` strobes for that operation.
+
+    Latency: 1 cycle from operands to ``sum`` (the accumulator is read in ``s1``, so a memory
+    read issued with the operands lines up). Throughput: one operation per cycle.
+
+    The number format is a parameter (:class:`~rtl.numfmt.FixedPoint` by default); the MAC
+    only calls its ``is_zero``, ``multiply`` and ``accumulate``.
+
+    Parameters
+    ----------
+    fmt : FixedPoint
+        Number format of operands and accumulator.
+
+    Members
+    -------
+    valid : In(1)
+        ``s0``: ``a`` and ``b`` hold an operation.
+    a, b : In(fmt.operand_shape)
+        ``s0``: operands.
+    acc : In(fmt.acc_shape)
+        ``s1``: accumulator value the operation adds to.
+    clear : In(1)
+        Clears the sticky ``overflowed`` flag.
+    s1_valid : Out(1)
+        ``s1``: an operation is in ``s1``; ``sum`` is its result.
+    sum : Out(fmt.acc_shape)
+        ``s1``: ``acc + a * b`` saturated (``acc`` unchanged when skipped).
+    skip : Out(1)
+        ``s1``: the operation in ``s1`` was skipped (an operand was zero; no multiply).
+    overflow : Out(1)
+        ``s1``: the operation in ``s1`` saturated.
+    overflowed : Out(1)
+        Sticky: some operation saturated since reset or ``clear``.
+    """
+
+    def __init__(self, fmt=None):
+        fmt = FixedPoint() if fmt is None else fmt
+        if not isinstance(fmt, FixedPoint):
+            raise TypeError(f"Number format must be a FixedPoint, not {fmt!r}")
+        self.fmt = fmt
+        super().__init__({
+            "valid":      In(1),
+            "a":          In(fmt.operand_shape),
+            "b":          In(fmt.operand_shape),
+            "acc":        In(fmt.acc_shape),
+            "clear":      In(1),
+            "s1_valid":   Out(1),
+            "sum":        Out(fmt.acc_shape),
+            "skip":       Out(1),
+            "overflow":   Out(1),
+            "overflowed": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        fmt = self.fmt
+
+        s0_skip = fmt.is_zero(self.a) | fmt.is_zero(self.b)
+        s1_product = Signal(fmt.product_shape)
+        m.d.sync += [
+            self.s1_valid.eq(self.valid),
+            self.skip.eq(self.valid & s0_skip),
+        ]
+        with m.If(self.valid & ~s0_skip):
+            m.d.sync += s1_product.eq(fmt.multiply(self.a, self.b))
+
+        total, saturated = fmt.accumulate(self.acc, s1_product)
+        with m.If(self.skip):
+            m.d.comb += self.sum.eq(self.acc)
+        with m.Else():
+            m.d.comb += [
+                self.sum.eq(total),
+                self.overflow.eq(self.s1_valid & saturated),
+            ]
+
+        with m.If(self.clear):
+            m.d.sync += self.overflowed.eq(0)
+        with m.Elif(self.overflow):
+            m.d.sync += self.overflowed.eq(1)
+        return m

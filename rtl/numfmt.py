@@ -1,0 +1,127 @@
+"""Number formats of the datapath: the one seam between the MAC and the arithmetic it does.
+
+A format says what an operand and an accumulator are, and builds the hardware for the four
+things the core does with numbers: test for zero, multiply, accumulate (saturating), and
+requantise an accumulator back to an operand. The matching numpy functions live in
+:mod:`fabric.numerics`, keyed by the same format object, so RTL and golden model agree bit for
+bit. A ``bf16 x bf16 -> fp32`` format is planned as a second class with the same methods.
+"""
+
+import operator
+
+from amaranth.hdl import Const, Mux, signed
+
+__all__ = ["FixedPoint"]
+
+
+class FixedPoint:
+    """Two's-complement fixed point: ``width``-bit operands with ``frac_bits`` fraction bits,
+    ``acc_width``-bit accumulators.
+
+    Products are exact (``2 * width`` bits); accumulation saturates to ``acc_width`` bits and
+    reports overflow; requantisation shifts right by ``frac_bits`` rounding half to even, then
+    saturates to ``width`` bits.
+
+    Parameters
+    ----------
+    width : int
+        Operand width, 2..32 (16 by default: int16).
+    frac_bits : int
+        Fraction bits of operands, ``0 .. width - 1`` (8 by default). Products and accumulators
+        carry ``2 * frac_bits``.
+    acc_width : int
+        Accumulator width, ``2 * width .. 64`` (32 by default).
+    """
+
+    def __init__(self, *, width=16, frac_bits=8, acc_width=32):
+        width = operator.index(width)
+        if not 2 <= width <= 32:
+            raise ValueError(f"Operand width must be an integer in 2..32, not {width!r}")
+        frac_bits = operator.index(frac_bits)
+        if not 0 <= frac_bits < width:
+            raise ValueError(f"frac_bits must be an integer in 0..{width - 1}, not {frac_bits!r}")
+        acc_width = operator.index(acc_width)
+        if not 2 * width <= acc_width <= 64:
+            raise ValueError(f"acc_width must be an integer in {2 * width}..64, "
+                             f"not {acc_width!r}")
+        self.width = width
+        self.frac_bits = frac_bits
+        self.acc_width = acc_width
+
+    def __repr__(self):
+        return (f"FixedPoint(width={self.width}, frac_bits={self.frac_bits}, "
+                f"acc_width={self.acc_width})")
+
+    def __eq__(self, other):
+        return isinstance(other, FixedPoint) and vars(self) == vars(other)
+
+    def __hash__(self):
+        return hash((self.width, self.frac_bits, self.acc_width))
+
+    # Ranges --------------------------------------------------------------------------------------
+
+    @property
+    def operand_shape(self):
+        return signed(self.width)
+
+    @property
+    def product_shape(self):
+        return signed(2 * self.width)
+
+    @property
+    def acc_shape(self):
+        return signed(self.acc_width)
+
+    @property
+    def operand_min(self):
+        return -(1 << (self.width - 1))
+
+    @property
+    def operand_max(self):
+        return (1 << (self.width - 1)) - 1
+
+    @property
+    def acc_min(self):
+        return -(1 << (self.acc_width - 1))
+
+    @property
+    def acc_max(self):
+        return (1 << (self.acc_width - 1)) - 1
+
+    # Hardware ------------------------------------------------------------------------------------
+
+    def is_zero(self, value):
+        return value == 0
+
+    def multiply(self, a, b):
+        """The exact product, ``product_shape``."""
+        return (a * b).as_signed()[:2 * self.width].as_signed()
+
+    def accumulate(self, acc, product):
+        """``(sum, overflow)``: ``acc + product`` saturated to ``acc_shape``."""
+        total = acc.as_signed() + product.as_signed()
+        high = total > self.acc_max
+        low = total < self.acc_min
+        result = Mux(high, Const(self.acc_max, self.acc_shape),
+                     Mux(low, Const(self.acc_min, self.acc_shape), total[:self.acc_width]))
+        return result.as_signed(), high | low
+
+    def requantise(self, acc):
+        """``(operand, overflow)``: ``acc`` shifted right by ``frac_bits`` (round half to even),
+        saturated to ``operand_shape``."""
+        acc = acc.as_signed()
+        f = self.frac_bits
+        if f == 0:
+            rounded = acc
+        else:
+            floor = acc >> f
+            rest = acc[:f]
+            half = 1 << (f - 1)
+            up = (rest > half) | ((rest == half) & floor[0])
+            rounded = floor + up
+        high = rounded > self.operand_max
+        low = rounded < self.operand_min
+        result = Mux(high, Const(self.operand_max, self.operand_shape),
+                     Mux(low, Const(self.operand_min, self.operand_shape),
+                         rounded[:self.width]))
+        return result.as_signed(), high | low

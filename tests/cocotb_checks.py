@@ -1,0 +1,22 @@
+"""Helpers for pytest tests that run cocotb testbenches through :mod:`sim.cocotb_run`."""
+
+import re
+
+import pytest
+
+#: Both simulators; each one's tests share a pytest-xdist worker (and so its builds).
+SIMS = [pytest.param(sim, marks=pytest.mark.xdist_group(sim)) for sim in ("verilator", "icarus")]
+
+#: Log lines that carry a test's figures (shown in the run's "figures" section).
+FIGURE = re.compile(r"INFO\s+test\s+(\S.*(?:copies delivered|watchdog said|bit-exact).*)$")
+
+
+def check(result, figure, label):
+    """Report the figures a run logged, then fail with the run's own messages if it failed."""
+    log = result.test_dir / "sim.log"
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        match = FIGURE.search(line)
+        if match:
+            figure(f"{label}: {match[1]}")
+    problems = "\n".join(f"{name}: {message}" for name, message in result.failures.items())
+    assert result.passed, f"{result.failed} of {result.tests} failed (log: {log})\n{problems}"

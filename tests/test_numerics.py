@@ -1,0 +1,88 @@
+"""Fixed-point arithmetic: RTL (Amaranth simulator) against the numpy golden functions."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from fabric import numerics
+from rtl.numfmt import FixedPoint
+
+
+def test_requantise_rounds_half_to_even_like_numpy():
+    fmt = FixedPoint(width=16, frac_bits=8, acc_width=32)
+    acc = np.arange(-5000, 5000, dtype=np.int64) * 37
+    got, overflow = numerics.requantise(fmt, acc)
+    want = np.clip(np.round(acc / 256.0), -32768, 32767).astype(np.int64)
+    assert (got == want).all() and not overflow.any()
+    assert list(numerics.requantise(fmt, [128, 384, -128, -384, 129])[0]) == [0, 2, 0, -2, 1]
+
+
+def test_requantise_saturates():
+    fmt = FixedPoint()
+    got, overflow = numerics.requantise(fmt, [1 << 30, -(1 << 30), 32767 << 8])
+    assert list(got) == [32767, -32768, 32767] and list(overflow) == [True, True, False]
+
+
+def test_accumulate_saturates():
+    fmt = FixedPoint(acc_width=32)
+    got, overflow = numerics.accumulate(fmt, [2**31 - 10, -2**31 + 5, 0], [100, -100, 7])
+    assert list(got) == [2**31 - 1, -2**31, 7] and list(overflow) == [True, True, False]
+
+
+def test_axpy_counts_and_skips():
+    fmt = FixedPoint()
+    acc, overflow, issued, skip_w, skip_a = numerics.axpy(fmt, [0, 0, 0, 0], 3, [1, 0, -2, 0])
+    assert list(acc) == [3, 0, -6, 0] and (issued, skip_w, skip_a) == (2, 0, 2) and not overflow
+    acc, _, issued, skip_w, skip_a = numerics.axpy(fmt, [1, 2], 0, [5, 6])
+    assert list(acc) == [1, 2] and (issued, skip_w, skip_a) == (0, 2, 0)
+
+
+def test_operand_range_is_checked():
+    with pytest.raises(ValueError, match=r"^weights must fit in int16 \(-32768\.\.32767\), "
+                                         r"not 40000$"):
+        numerics.check_operands(FixedPoint(), [1, 40000], "weights")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"width": 1}, r"^Operand width must be an integer in 2\.\.32, not 1$"),
+    ({"frac_bits": 16}, r"^frac_bits must be an integer in 0\.\.15, not 16$"),
+    ({"acc_width": 24}, r"^acc_width must be an integer in 32\.\.64, not 24$"),
+])
+def test_format_parameters_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        FixedPoint(**kwargs)
+
+
+@pytest.mark.parametrize("fmt", [FixedPoint(), FixedPoint(width=8, frac_bits=3, acc_width=16),
+                                 FixedPoint(frac_bits=0)], ids=repr)
+def test_rtl_requantise_and_accumulate_match_golden(fmt):
+    rng = np.random.default_rng(5)
+    accs = np.concatenate([rng.integers(fmt.acc_min, fmt.acc_max, 300),
+                           [fmt.acc_min, fmt.acc_max, 0, -1, 1 << fmt.frac_bits >> 1]])
+    products = rng.integers(-(1 << (2 * fmt.width - 2)), 1 << (2 * fmt.width - 2), accs.size)
+    acc = Signal(fmt.acc_shape)
+    product = Signal(fmt.product_shape)
+    m = Module()
+    q, q_over = fmt.requantise(acc)
+    s, s_over = fmt.accumulate(acc, product)
+    q_sig, q_o, s_sig, s_o = (Signal(fmt.operand_shape), Signal(), Signal(fmt.acc_shape),
+                              Signal())
+    m.d.comb += [q_sig.eq(q), q_o.eq(q_over), s_sig.eq(s), s_o.eq(s_over)]
+    want_q, want_qo = numerics.requantise(fmt, accs)
+    want_s, want_so = numerics.accumulate(fmt, accs, products)
+    got = []
+
+    async def bench(ctx):
+        for a, p in zip(accs, products):
+            ctx.set(acc, int(a))
+            ctx.set(product, int(p))
+            got.append((ctx.get(q_sig), ctx.get(q_o), ctx.get(s_sig), ctx.get(s_o)))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [g[0] for g in got] == list(want_q)
+    assert [bool(g[1]) for g in got] == list(want_qo)
+    assert [g[2] for g in got] == list(want_s)
+    assert [bool(g[3]) for g in got] == list(want_so)
