@@ -87,7 +87,8 @@ class ControlOp(hw_enum.Enum, shape=4):
     RESET    = 2   # switch back to position 0
     TEARDOWN = 3   # block the color until a configuration wavelet resets it
     CR       = 4   # carriage return: output feature ``arg`` is complete (core)
-    ADDR     = 5   # set the core's SRAM address / length for LOAD and READ (core)
+    ADDR     = 5   # set the core's load pointer to ``arg[15:0]`` (core)
+    READ     = 6   # send ``arg[27:16]`` words of the core's memory from ``arg[15:0]`` (core)
 
 
 class ConfigOp(hw_enum.Enum, shape=2):
