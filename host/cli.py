@@ -45,8 +45,11 @@ def sim_router(simulator, testcase, waves, seed, fuzz):
     from sim.router_run import run_router_tests
 
     with console.status(f"building and running the router testbench on {simulator}"):
-        result = run_router_tests(sim=simulator, testcase=testcase, waves=waves, seed=seed,
-                                  fuzz=fuzz)
+        try:
+            result = run_router_tests(sim=simulator, testcase=testcase, waves=waves, seed=seed,
+                                      fuzz=fuzz)
+        except RuntimeError as error:
+            raise click.ClickException(str(error)) from error
     if result.tests == 0:
         raise click.ClickException(f"no test matched {testcase!r}; see {result.test_dir}")
     log = (result.test_dir / "sim.log").read_text()
@@ -117,13 +120,20 @@ def export():
 @click.option("--colors", type=int, default=24, show_default=True)
 @click.option("--queues", type=int, default=2, show_default=True)
 @click.option("--depth", type=int, default=4, show_default=True)
-def export_router(output, colors, queues, depth):
+@click.option("--cfg-color", default="31", show_default=True, metavar="COLOR|none",
+              help="Configuration color, or 'none' for no run-time configuration.")
+def export_router(output, colors, queues, depth, cfg_color):
     """The fabric router as Verilog module ``router`` (empty route table, run-time configured)."""
     from rtl.router import Router
     from sim.export import export_verilog
 
     try:
-        router = Router(n_colors=colors, n_queues=queues, depth=depth)
+        cfg = None if cfg_color.lower() == "none" else int(cfg_color)
+    except ValueError:
+        raise click.BadParameter(f"must be a color or 'none', not {cfg_color!r}",
+                                 param_hint="--cfg-color") from None
+    try:
+        router = Router(n_colors=colors, n_queues=queues, depth=depth, cfg_color=cfg)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
     click.echo(export_verilog(router, output, name="router"))

@@ -19,10 +19,17 @@ class RoundRobin(wiring.Component):
 
     Latency: combinational (``grant`` follows ``requests`` in the same cycle).
 
+    With ``hold=False`` the grant is not held: while the output does not take the offer, the
+    grant moves on to the next requester every cycle, so a consumer that takes some requesters
+    and not others (by looking at the payload) is offered each in turn. That breaks the stream
+    rule and is meant for an internal link whose consumer knows it (the router's ramp).
+
     Parameters
     ----------
     count : int
         Number of requesters, at least 1.
+    hold : bool
+        Hold the grant while the offer is not taken (default).
 
     Members
     -------
@@ -36,11 +43,12 @@ class RoundRobin(wiring.Component):
         Some requester is granted.
     """
 
-    def __init__(self, count):
+    def __init__(self, count, *, hold=True):
         count = operator.index(count)
         if count < 1:
             raise ValueError(f"Requester count must be a positive integer, not {count!r}")
         self._count = count
+        self._hold = bool(hold)
         super().__init__({
             "requests": In(count),
             "ready":    In(1),
@@ -73,10 +81,14 @@ class RoundRobin(wiring.Component):
                                 m.d.comb += self.grant.eq(index)
         m.d.comb += self.valid.eq(held | self.requests.any())
 
-        m.d.sync += [
-            held.eq(self.valid & ~self.ready),
-            held_grant.eq(self.grant),
-        ]
-        with m.If(self.valid & self.ready):
-            m.d.sync += last.eq(self.grant)
+        if self._hold:
+            m.d.sync += [
+                held.eq(self.valid & ~self.ready),
+                held_grant.eq(self.grant),
+            ]
+            with m.If(self.valid & self.ready):
+                m.d.sync += last.eq(self.grant)
+        else:
+            with m.If(self.valid):
+                m.d.sync += last.eq(self.grant)
         return m

@@ -44,9 +44,11 @@ class RouteTable:
     n_colors : int
         Routable colors ``0 .. n_colors-1`` (at most 32).
     routes : dict
-        ``{color: position or [positions]}``; a position is a :class:`Position` or an
-        ``(rx, tx)`` pair of masks, direction iterables or strings such as ``"WR"``. Colors not
-        named have no route: their wavelets are dropped.
+        ``{color: position or [positions]}``; a position is a :class:`Position`, an ``(rx, tx)``
+        tuple, or a two-element list of masks or strings (``["W", "ER"]``, as JSON gives it);
+        ``rx`` and ``tx`` are masks, strings such as ``"WR"``, or lists of directions. A list of
+        anything else is a list of positions. Colors not named have no route: their wavelets
+        are dropped.
     """
 
     def __init__(self, n_colors=24, routes=None):
@@ -62,8 +64,17 @@ class RouteTable:
         color = operator.index(color)
         if not 0 <= color < self.n_colors:
             raise ValueError(f"Route color must be in 0..{self.n_colors - 1}, not {color!r}")
-        if isinstance(positions, (Position, tuple)):
-            positions = [positions]
+        if isinstance(positions, (Position, tuple)) or (
+                isinstance(positions, list) and len(positions) == 2
+                and all(isinstance(p, (str, int)) for p in positions)):
+            positions = [positions]     # one position: a tuple, or a JSON pair like ["W", "E"]
+        if not isinstance(positions, (list, tuple)):
+            raise ValueError(f"Route of color {color} must be a position or a list of "
+                             f"positions, not {positions!r}")
+        for p in positions:
+            if not isinstance(p, Position) and not (isinstance(p, (tuple, list)) and len(p) == 2):
+                raise ValueError(f"A switch position of color {color} must be an (rx, tx) pair, "
+                                 f"not {p!r}")
         positions = [p if isinstance(p, Position) else Position(*p) for p in positions]
         if not 1 <= len(positions) <= MAX_POSITIONS:
             raise ValueError(f"Color {color} must have 1..{MAX_POSITIONS} switch positions, "

@@ -21,7 +21,9 @@ _SWITCH_OPS = (ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN)
 class Router(wiring.Component):
     """Five-port wavelet router (N, E, S, W and the ramp R to the core).
 
-    Every input port feeds ``n_queues`` FIFOs; ``queue_map[color]`` picks the queue, so a color
+    Every input port feeds ``n_queues`` FIFOs (plus one of its own for the configuration color,
+    so that configuration gets through whatever data is blocked); ``queue_map[color]`` picks the
+    queue, so a color
     stalled in one queue never holds back the heads of the others. Each queue head is routed by
     its color's current switch position: accepted when its input port is in ``rx``, then copied to
     every port in ``tx`` (a multicast leaves the queue once every copy is taken). Each output
@@ -40,7 +42,7 @@ class Router(wiring.Component):
 
     Bad input: a wavelet whose color has no route, whose route does not accept its input port,
     or whose route has no output, is dropped when it reaches its queue head, and so is a
-    configuration wavelet naming a color outside the table. Drops count in ``drops`` (saturating)
+    configuration wavelet naming a color outside the table or an unknown operation. Drops count in ``drops`` (saturating)
     and set the sticky ``error``; the router keeps running.
 
     Parameters
@@ -53,7 +55,8 @@ class Router(wiring.Component):
     n_queues : int
         Input queues per port, 1..8.
     queue_map : sequence of int
-        Queue of each of the 32 colors; ``color % n_queues`` by default.
+        Queue of each of the 32 colors; ``color % n_queues`` by default. The entry of the
+        configuration color is ignored: it always has a queue of its own.
     depth : int
         Entries per queue, at least 2 (full throughput needs a write and a read per cycle).
     cfg_color : int or None
@@ -63,6 +66,11 @@ class Router(wiring.Component):
         Route of configuration wavelets; by default accepted from every port and not forwarded.
     counter_width : int
         Width of ``drops``.
+    ramp_rotates : bool
+        When the core does not take the ramp output's offer, offer the next queue head instead
+        (see :class:`~rtl.arbiter.RoundRobin` ``hold=False``). A core that takes psums while its
+        command queue is full needs this to avoid a deadlock (``docs/pe.md``). Off by default:
+        every port then follows the stream rule.
 
     Members
     -------
@@ -77,21 +85,31 @@ class Router(wiring.Component):
     """
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
-                 cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32):
+                 cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32,
+                 ramp_rotates=False):
         n_colors = operator.index(n_colors)
         if not 1 <= n_colors <= MAX_COLORS:
             raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
         if cfg_color is not None:
             cfg_color = operator.index(cfg_color)
+            if n_colors == MAX_COLORS:
+                raise ValueError(f"cfg_color must be None when all {MAX_COLORS} colors are "
+                                 f"routable, not {cfg_color!r}")
             if not n_colors <= cfg_color < MAX_COLORS:
                 raise ValueError(f"cfg_color must be None or a color in {n_colors}..."
                                  f"{MAX_COLORS - 1} (not routable), not {cfg_color!r}")
         if not isinstance(cfg_route, Position):
+            if not isinstance(cfg_route, (tuple, list)) or len(cfg_route) != 2:
+                raise ValueError(f"cfg_route must be a Position or an (rx, tx) pair, "
+                                 f"not {cfg_route!r}")
             cfg_route = Position(*cfg_route)
         if routes is None:
             routes = RouteTable(n_colors)
-        elif not isinstance(routes, RouteTable):
+        elif isinstance(routes, dict):
             routes = RouteTable(n_colors, routes)
+        elif not isinstance(routes, RouteTable):
+            raise ValueError(f"routes must be a RouteTable or a dict of color to positions, "
+                             f"not {routes!r}")
         if routes.n_colors != n_colors:
             raise ValueError(f"Route table is for {routes.n_colors} colors, not {n_colors}")
         n_queues = operator.index(n_queues)
@@ -118,6 +136,7 @@ class Router(wiring.Component):
         self.cfg_color = cfg_color
         self.cfg_route = cfg_route
         self.counter_width = counter_width
+        self.ramp_rotates = bool(ramp_rotates)
 
         members = {}
         for d in Direction:
@@ -134,7 +153,7 @@ class Router(wiring.Component):
                 "n_queues": self.n_queues, "queue_map": list(self.queue_map),
                 "depth": self.depth, "cfg_color": self.cfg_color,
                 "cfg_route": [self.cfg_route.rx, self.cfg_route.tx],
-                "counter_width": self.counter_width}
+                "counter_width": self.counter_width, "ramp_rotates": self.ramp_rotates}
 
     @classmethod
     def from_params(cls, params):
@@ -154,7 +173,10 @@ class Router(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        P, Q = len(Direction), self.n_queues
+        Q = self.n_queues + (self.cfg_color is not None)     # the last one for configuration
+        queue_map = list(self.queue_map)
+        if self.cfg_color is not None:
+            queue_map[self.cfg_color] = Q - 1
 
         # Route state, one entry per routable color; missing colors read as "no route".
         pos_rx, pos_tx, last, current, torn = [], [], [], [], []
@@ -190,7 +212,7 @@ class Router(wiring.Component):
             inp = self.port_in(port)
             queue_of = Signal(range(Q), name=f"{port.name.lower()}_queue")
             if Q > 1:
-                m.d.comb += queue_of.eq(Array(Const(q, range(Q)) for q in self.queue_map)
+                m.d.comb += queue_of.eq(Array(Const(q, range(Q)) for q in queue_map)
                                         [inp.payload.color])
             ready = Array(Signal(name=f"{port.name.lower()}_q{q}_w_rdy") for q in range(Q))
             for q in range(Q):
@@ -263,7 +285,8 @@ class Router(wiring.Component):
             with m.Elif(present[h]):
                 m.d.sync += [started[h].eq(1), pending[h].eq(left)]
 
-            bad_target = applied & (cfg.target >= self.n_colors)
+            bad_target = applied & ((cfg.target >= self.n_colors) |
+                                    ~cfg.op.as_value().matches(*(op.value for op in ConfigOp)))
             m.d.comb += dropped[h].eq(drop | bad_target)
             with m.If(has_token & ~bad_target):
                 m.d.comb += [
@@ -277,7 +300,8 @@ class Router(wiring.Component):
         # Output arbitration and crossbar.
         for port in Direction:
             out = self.port_out(port)
-            arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H)
+            rotates = self.ramp_rotates and port == Direction.R
+            arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H, hold=not rotates)
             m.d.comb += [
                 arbiter.requests.eq(Cat(remaining.word_select(h, 5)[port.value]
                                         for h in range(H))),

@@ -59,14 +59,23 @@ class Direction(enum.IntEnum):
 
     @classmethod
     def mask(cls, ports):
-        """A route mask from an iterable of directions or their names (``"NE"`` works)."""
+        """A route mask from a direction, an iterable of directions or their names (``"NE"``),
+        or a mask (an ``int``)."""
+        if isinstance(ports, Direction):
+            return ports.bit
         if isinstance(ports, int):
             if not 0 <= ports < 1 << len(cls):
                 raise ValueError(f"Route mask must be a 5-bit integer, not {ports!r}")
             return ports
         result = 0
         for port in ports:
-            result |= (cls[port] if isinstance(port, str) else cls(port)).bit
+            if isinstance(port, str) and port in cls.__members__:
+                result |= cls[port].bit
+            elif isinstance(port, (int, Direction)) and not isinstance(port, bool) \
+                    and 0 <= port < len(cls):
+                result |= cls(port).bit
+            else:
+                raise ValueError(f"Port must be one of N, E, S, W, R, not {port!r}")
         return result
 
     @classmethod
@@ -153,7 +162,18 @@ class Codec:
                         if fields else (), dtype=np.uint64)
         for name, value in fields.items():
             offset, width = self.fields[name]
-            value = np.asarray(_enum_value(value), dtype=np.int64)
+            value = np.asarray(_enum_value(value))
+            if value.dtype == object and all(isinstance(v, int) for v in value.flat):
+                bad = next(v for v in value.flat if not 0 <= v < 1 << width)
+                raise ValueError(f"{self.name}.{name} must fit in {width} bits, not {bad!r}")
+            if value.dtype.kind not in "iub":
+                raise ValueError(f"{self.name}.{name} must be integers, not {value.dtype} "
+                                 f"values")
+            if value.dtype.kind == "u" and value.size and int(value.max()) >> width:
+                raise ValueError(f"{self.name}.{name} must fit in {width} bits, "
+                                 f"not {int(value.max())!r}")
+            value = value.astype(np.int64) if value.dtype.kind != "u" else \
+                value.astype(np.uint64).astype(np.int64)
             if np.any(value < 0) or np.any(value >> width):
                 bad = int(value[(value < 0) | (value >> width != 0)].flat[0])
                 raise ValueError(f"{self.name}.{name} must fit in {width} bits, not {bad!r}")

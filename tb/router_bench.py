@@ -54,19 +54,27 @@ async def hop_latency(tb):
     return tb.latencies[start:]
 
 
-async def fuzz(tb, count, seed):
-    """Random routes, multicast, switch commands, drops; random idle and backpressure."""
+async def fuzz(tb, count, seed, figures):
+    """Random routes, multicast, switch commands, drops; random idle and backpressure.
+
+    Fills ``figures`` whether the phase passes or fails (a watchdog or scoreboard failure is
+    re-raised after the counts are recorded), so a failing run still reports what was lost.
+    """
     tb.pace(*pacing("random", seed))
     traffic = random_traffic(seed, count, n_colors=tb.n_colors)
     await tb.program(traffic.table)
     tb.scoreboard = board = Scoreboard()
     drops_before, model_before, cycle_before = tb.drops(), tb.model.drops, tb.cycle
-    await tb.phase(traffic.streams)
-    return {"fuzz_wavelets": traffic.count, "fuzz_copies": board.expected,
-            "fuzz_lost": board.lost, "fuzz_reordered": board.reordered,
-            "fuzz_unexpected": board.unexpected, "fuzz_cycles": tb.cycle - cycle_before,
+    try:
+        await tb.phase(traffic.streams)
+    finally:
+        figures.update({
+            "fuzz_wavelets": traffic.count, "fuzz_copies": board.expected,
+            "fuzz_delivered": board.matched, "fuzz_lost": board.lost,
+            "fuzz_reordered": board.reordered, "fuzz_unexpected": board.unexpected,
+            "fuzz_cycles": tb.cycle - cycle_before,
             "drops_counted": tb.drops() - drops_before,
-            "drops_expected": tb.model.drops - model_before}
+            "drops_expected": tb.model.drops - model_before})
 
 
 @cocotb.test()
@@ -88,7 +96,9 @@ async def router_figures(dut):
     figures["hop_latency_cycles"] = max(latencies)
     figures["hop_latency_min_cycles"] = min(latencies)
     save()
-    figures.update(await fuzz(tb, int(params.get("fuzz", 100_000)), int(params.get("seed", 1))))
-    save()
+    try:
+        await fuzz(tb, int(params.get("fuzz", 100_000)), int(params.get("seed", 1)), figures)
+    finally:
+        save()
     assert figures["fuzz_lost"] == figures["fuzz_reordered"] == figures["fuzz_unexpected"] == 0
     assert figures["drops_counted"] == figures["drops_expected"]

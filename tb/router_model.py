@@ -41,9 +41,11 @@ class RouterModel:
     """
 
     def __init__(self, *, n_colors=24, routes=None, cfg_color=31,
-                 cfg_route=Position(rx="NESWR", tx="")):
+                 cfg_route=Position(rx="NESWR", tx=""), n_queues=2, queue_map=None, depth=4):
         self.n_colors = n_colors
         self.cfg_color = cfg_color
+        self.queue_map = list(queue_map or [c % n_queues for c in range(32)])
+        self.depth = depth
         self.cfg_route = cfg_route if isinstance(cfg_route, Position) else Position(*cfg_route)
         routes = routes if isinstance(routes, RouteTable) else RouteTable(n_colors, routes)
         self.positions = {}
@@ -54,7 +56,9 @@ class RouterModel:
             self.positions[color] = positions + [Position(0, 0)] * (MAX_POSITIONS - len(positions))
         self.current = {color: 0 for color in range(n_colors)}
         self.torn = set()
-        self.blocked = {}          # color -> [Fate] waiting for a reset
+        self.waiting = {d: [] for d in Direction}    # blocked fates per input, in arrival order
+        self.held = {}             # (port, queue) -> wavelets held in that queue
+        self.link_blocked = set()  # inputs whose link waits for a full, blocked queue
         self.drops = 0
 
     def route_of(self, color):
@@ -76,16 +80,31 @@ class RouterModel:
         fates["released"] = self._release()
         return fates
 
-    def arrive(self, port, word):
-        """Route one wavelet that reaches the head of its queue on ``port``."""
+    def queue_of(self, color):
+        return "cfg" if color == self.cfg_color else self.queue_map[color]
+
+    def arrive(self, port, word, fate=None):
+        """Route one wavelet arriving on ``port``, or hold it where the hardware would.
+
+        A wavelet of a torn-down color stops at the head of its queue and holds everything
+        queued behind it (head-of-line); once that queue is full, the wavelet waiting on the
+        link holds everything behind it on that input, whatever its color.
+        """
         port = Direction(port)
-        fate = Fate(port=port, word=word)
+        fate = fate or Fate(port=port, word=word)
         fields = WAVELET.unpack(word)
         color, ctrl, payload = int(fields["color"]), int(fields["ctrl"]), int(fields["data"])
-        if color in self.torn or self.blocked.get(color):
+        queue = (port, self.queue_of(color))
+        if port in self.link_blocked or self.held.get(queue) or color in self.torn:
             fate.blocked = True
-            self.blocked.setdefault(color, []).append(fate)
+            self.waiting[port].append(fate)
+            if port not in self.link_blocked:
+                if self.held.get(queue, 0) < self.depth:
+                    self.held[queue] = self.held.get(queue, 0) + 1
+                else:
+                    self.link_blocked.add(port)
             return fate
+        fate.blocked = False
         return self._route(fate, color, ctrl, payload)
 
     def _route(self, fate, color, ctrl, payload):
@@ -99,7 +118,7 @@ class RouterModel:
             return fate
         if consume:
             fate.consumed = True
-            if cfg["target"] >= self.n_colors:
+            if cfg["target"] >= self.n_colors or cfg["op"] not in {op.value for op in ConfigOp}:
                 fate.dropped = True
                 self.drops += 1
             else:
@@ -135,16 +154,17 @@ class RouterModel:
             self._switch(target, cfg["cmd"])
 
     def _release(self):
+        """Replay, in arrival order, the held wavelets of every input (some may hold again)."""
         released = []
-        for color in list(self.blocked):
-            while color not in self.torn and self.blocked.get(color):
-                fate = self.blocked[color].pop(0)
-                fields = WAVELET.unpack(fate.word)
-                fate.blocked = False
-                released.append(self._route(fate, color, int(fields["ctrl"]),
-                                            int(fields["data"])))
-            if not self.blocked.get(color):
-                self.blocked.pop(color, None)
+        for port in Direction:
+            held, self.waiting[port] = self.waiting[port], []
+            self.link_blocked.discard(port)
+            for queue in [q for q in self.held if q[0] == port]:
+                del self.held[queue]
+            for fate in held:
+                self.arrive(port, fate.word, fate)
+                if not fate.blocked:
+                    released.append(fate)
         return released
 
     def _check_unambiguous(self, streams):

@@ -67,7 +67,9 @@ class RouterTB:
         self.model = RouterModel(
             n_colors=self.n_colors,
             routes=RouteTable.from_json(self.n_colors, params.get("routes", {})),
-            cfg_color=self.cfg_color, cfg_route=cfg_route)
+            cfg_color=self.cfg_color, cfg_route=cfg_route,
+            n_queues=params.get("n_queues", 2), queue_map=params.get("queue_map"),
+            depth=params.get("depth", 4))
         self.scoreboard = Scoreboard()
         self.latencies = []            # (input accepted cycle -> output first valid) per copy
         self.arrivals = {d: [] for d in Direction}     # (cycle, word) per output, in order

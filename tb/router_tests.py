@@ -125,25 +125,30 @@ async def fair_share(dut):
 
 
 @cocotb.test()
-async def teardown(dut):
-    """TEARDOWN holds a color in its queue (nothing lost) until a configuration RESET."""
+@cocotb.parametrize(reset_from=["R", "W"])
+async def teardown(dut, reset_from):
+    """TEARDOWN holds a color, and what queues behind it, until a configuration RESET (sent
+    from the host port or down the blocked input itself, past the held data)."""
     tb = await start(dut, "random")
     color = 3
-    await tb.program(RouteTable(tb.n_colors, {color: ("W", "E")}))
+    neighbour = next(c for c in range(tb.n_colors)
+                     if c != color and tb.model.queue_of(c) == tb.model.queue_of(color))
+    await tb.program(RouteTable(tb.n_colors, {color: ("W", "E"), neighbour: ("W", "S")}))
     before = data_words(color, [1, 2])
     stop = [int(WAVELET.pack(data=CONTROL.pack(op=ControlOp.TEARDOWN, arg=3), color=color,
                              ctrl=1))]
-    held = data_words(color, [4, 5, 6])
+    held = data_words(color, [4]) + data_words(neighbour, [5]) + data_words(color, [6])
     fates = await tb.phase({Direction.W: before + stop + held})
     assert [f.blocked for f in fates[Direction.W]] == [False] * 3 + [True] * 3
     received = tb.sinks[Direction.E].received
     await tb.idle_cycles(100)
     assert tb.sinks[Direction.E].received == received == 3, "a torn-down color moved"
+    assert tb.sinks[Direction.S].received == 0, "a wavelet passed a blocked queue head"
     reset = config_word(tb.cfg_color, config_switch(color, ControlOp.RESET))
-    fates = await tb.phase({Direction.R: [reset]})
+    fates = await tb.phase({Direction[reset_from]: [reset]})
     assert len(fates["released"]) == 3
-    assert tb.sinks[Direction.E].received == 6
-    finish(tb, "teardown")
+    assert tb.sinks[Direction.E].received == 5 and tb.sinks[Direction.S].received == 1
+    finish(tb, f"teardown[reset from {reset_from}]")
 
 
 @cocotb.test()
@@ -183,14 +188,16 @@ async def drops(dut):
     assert tb.drops() == 0 and tb.error() == 0
     bad_target = config_word(tb.cfg_color, int(CONFIG.pack(op=ConfigOp.WRITE_ROUTE, target=27,
                                                            rx=Direction.W.bit, tx=1)))
+    bad_op = config_word(tb.cfg_color, int(CONFIG.pack(op=3, target=20, rx=Direction.W.bit,
+                                                       tx=2)))
     streams = {
         Direction.W: data_words(0, [1, 2]) + data_words(1, [3]) + data_words(9, [4])
         + data_words(0, [5]),                                   # 1 refused port, 1 unrouted
         Direction.N: data_words(1, [6]) + data_words(25, [7]),  # color outside the table
-        Direction.R: [bad_target],                              # configuration of color 27
+        Direction.R: [bad_target, bad_op],       # configuration of color 27, unknown op
     }
     await tb.phase(streams)
-    assert tb.model.drops == 4
+    assert tb.model.drops == 5
     assert tb.sinks[Direction.E].received == 3 and tb.sinks[Direction.S].received == 1
     finish(tb, "drops")
 

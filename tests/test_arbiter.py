@@ -6,8 +6,8 @@ from amaranth.sim import Simulator
 from rtl.arbiter import RoundRobin
 
 
-def simulate(count, requests_per_cycle, ready_per_cycle):
-    dut = RoundRobin(count)
+def simulate(count, requests_per_cycle, ready_per_cycle, hold=True):
+    dut = RoundRobin(count, hold=hold)
     grants = []
 
     async def bench(ctx):
@@ -47,3 +47,8 @@ def test_every_requester_served_within_count_transfers():
 def test_count_is_checked():
     with pytest.raises(ValueError, match="^Requester count must be a positive integer, not 0$"):
         RoundRobin(0)
+
+
+def test_without_hold_the_offer_rotates_while_not_taken():
+    grants = simulate(3, [0b011] * 5, [0, 0, 0, 1, 1], hold=False)
+    assert grants == [0, 1, 0, 1, 0]

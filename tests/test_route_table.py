@@ -13,6 +13,10 @@ def test_positions_from_strings_masks_and_directions():
     assert table[5] == [] and 5 not in table
 
 
+def test_a_json_pair_is_one_position():
+    assert RouteTable(24, {3: ["W", "E"]})[3] == [Position("W", "E")]
+
+
 def test_json_round_trip():
     table = RouteTable(24, {3: ("W", "ES"), 4: [("N", "S"), ("N", "R")]})
     assert RouteTable.from_json(24, table.to_json()) == table
@@ -23,6 +27,8 @@ def test_json_round_trip():
     ((24, {24: ("W", "E")}), r"^Route color must be in 0\.\.23, not 24$"),
     ((24, {1: [("W", "E")] * 5}), r"^Color 1 must have 1\.\.4 switch positions, not 5$"),
     ((24, {1: []}), r"^Color 1 must have 1\.\.4 switch positions, not 0$"),
+    ((24, {1: "WE"}), r"^Route of color 1 must be a position or a list of positions, not 'WE'$"),
+    ((24, {1: [("W", "E", "S")]}), r"^A switch position of color 1 must be an \(rx, tx\) pair"),
 ])
 def test_bad_tables_are_refused(args, message):
     with pytest.raises(ValueError, match=message):

@@ -54,8 +54,6 @@ def words(color, ids):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"n_colors": 33}, r"^n_colors must be an integer in 1\.\.32, not 33$"),
-    ({"n_colors": 32}, r"^cfg_color must be None or a color in 32\.\.\.31 \(not routable\), "
-                       r"not 31$"),
     ({"cfg_color": 5}, r"^cfg_color must be None or a color in 24\.\.\.31 \(not routable\), "
                        r"not 5$"),
     ({"n_queues": 0}, r"^n_queues must be an integer in 1\.\.8, not 0$"),
@@ -64,6 +62,11 @@ def words(color, ids):
     ({"queue_map": [2] * 32}, r"^queue_map must give a queue in 0\.\.1 for each of the 32 colors"),
     ({"routes": RouteTable(8)}, r"^Route table is for 8 colors, not 24$"),
     ({"counter_width": 0}, r"^counter_width must be an integer in 1\.\.64, not 0$"),
+    ({"n_colors": 32, "cfg_color": 31}, r"^cfg_color must be None when all 32 colors are "
+                                        r"routable, not 31$"),
+    ({"routes": [(0, 1)]}, r"^routes must be a RouteTable or a dict of color to positions"),
+    ({"cfg_route": "NESWR"}, r"^cfg_route must be a Position or an \(rx, tx\) pair, "
+                             r"not 'NESWR'$"),
 ])
 def test_parameters_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -98,7 +101,8 @@ def test_small_random_traffic_matches_the_model():
     table = RouteTable(24, {c: ("NESWR", rng.randrange(1, 32)) for c in range(12)})
     table[12] = ("W", "E")                        # refuses every other input
     router = Router(routes=table)
-    model = RouterModel(routes=table, cfg_route=router.cfg_route)
+    model = RouterModel(routes=table, cfg_route=router.cfg_route, n_queues=router.n_queues,
+                        depth=router.depth)
     streams = {d: [int(WAVELET.pack(data=100 * d.value + i, color=rng.randrange(0, 14)))
                    for i in range(30)] for d in Direction}
     scoreboard = Scoreboard()

@@ -61,6 +61,8 @@ def test_enum_fields_take_enum_members():
     ({"data": 0, "color": 32}, "Wavelet.color must fit in 5 bits, not 32"),
     ({"data": -1, "color": 0}, "Wavelet.data must fit in 32 bits, not -1"),
     ({"data": 0, "colour": 1}, "Wavelet has no field 'colour'; fields are data, color, ctrl"),
+    ({"data": 2**64, "color": 0}, "Wavelet.data must fit in 32 bits, not 18446744073709551616"),
+    ({"data": 1.7, "color": 0}, "Wavelet.data must be integers, not float64 values"),
 ])
 def test_pack_rejects_values_that_do_not_fit(fields, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
@@ -70,7 +72,10 @@ def test_pack_rejects_values_that_do_not_fit(fields, message):
 def test_directions():
     assert [d.name for d in Direction] == ["N", "E", "S", "W", "R"]
     assert Direction.mask("NR") == 0b10001
+    assert Direction.mask(Direction.N) == 0b00001 and Direction.mask([Direction.W]) == 0b01000
     assert Direction.from_mask(0b01010) == [Direction.E, Direction.W]
     assert Direction.W.opposite == Direction.E and Direction.R.opposite == Direction.R
     with pytest.raises(ValueError, match="^Route mask must be a 5-bit integer, not 32$"):
         Direction.mask(32)
+    with pytest.raises(ValueError, match="^Port must be one of N, E, S, W, R, not 'x'$"):
+        Direction.mask("Wx")

@@ -1,0 +1,376 @@
+"""Golden model of the processing element's core: dispatcher, memories, MACs, partial-sum engine.
+
+Pure numpy and untimed, bit for bit the contract in ``docs/pe.md``: given the same wavelets, it
+sends the same words and ends with the same ``X``, ``Y`` and counters as ``rtl/core.py``. The
+arithmetic is :mod:`fabric.numerics`; the wavelet layout is :mod:`rtl.wavelet`.
+
+Timing model (the choices the RTL comparison must respect):
+
+- Commands run one at a time in ramp order; ``busy_cycles`` adds each command's cost.
+- The partial-sum engine does all of a CR's work when the CR is dispatched, so a later READ sees
+  its ``Y`` and counters. ``stall_cycles`` is timing-dependent in the RTL and stays 0 here.
+- Every psum wavelet in ``run()``'s input is queued before any command runs (the psum FIFOs do
+  not depend on the command FIFO), then the psum lists; a CR takes from those queues.
+- A READ of a counter gives its value when the READ starts (before its own cost, words and
+  errors). ``wavelets_in`` there counts the wavelets the core must have taken by then: the ramp
+  wavelets up to and including the READ, and psums the engine has used. After ``run()`` it counts
+  every wavelet given to it, psum list entries and dropped wavelets included.
+
+Decoding choices where ``docs/pe.md`` is silent: a control opcode acts the same on ``cmd`` and
+``weight``; operands are the low ``fmt.width`` bits of the data, sign-extended; a psum is the low
+``fmt.acc_width`` bits, sign-extended (the ctrl bit of a psum wavelet is ignored); an AXPY with a
+bad slot is an error even when its weight is 0; a dropped command costs 1 cycle and has no other
+effect (a dropped CR leaves the accumulators alone and takes no psums); a READ of length 0 costs 1
+cycle; READ addresses and the load pointer wrap at 16 bits.
+"""
+
+import dataclasses
+import operator
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabric import numerics
+from rtl.numfmt import FixedPoint
+from rtl.wavelet import CONTROL, MAX_COLORS, WAVELET_BITS, ControlOp, pack, unpack
+
+__all__ = [
+    "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
+    "addr", "load", "read", "weight", "cr", "axpy_cycles",
+]
+
+Y_BASE = 0x8000
+COUNTER_BASE = 0xFF00
+COUNTERS = ("busy_cycles", "macs_issued", "macs_skipped_weight", "macs_skipped_act",
+            "wavelets_in", "wavelets_out", "stall_cycles", "errors", "overflow")
+
+_MAX_DIM = 4096
+_WORD = (1 << 32) - 1
+_ARG_BITS = 28
+_SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
+               ControlOp.TEARDOWN.value}
+
+
+def _int_in(name: str, value, lo: int, hi: int) -> int:
+    value = operator.index(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
+    return value
+
+
+def _signed(value: int, bits: int) -> int:
+    """The low ``bits`` of ``value`` as a two's-complement integer."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+@dataclass(frozen=True)
+class CoreColors:
+    """The colors the core takes (``cmd``, ``weight``, ``psum_from_n``, ``psum_from_s``) and
+    sends (``psum_to_s``, ``psum_to_n``, ``out``): distinct integers in 0..31."""
+    cmd: int = 8
+    weight: int = 9
+    psum_from_n: int = 10
+    psum_from_s: int = 11
+    psum_to_s: int = 12
+    psum_to_n: int = 13
+    out: int = 14
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _int_in(f.name, getattr(self, f.name),
+                                                     0, MAX_COLORS - 1))
+        if len(set(dataclasses.astuple(self))) != len(dataclasses.fields(self)):
+            raise ValueError(f"colors must be distinct, not {self!r}")
+
+
+@dataclass(frozen=True)
+class CoreParams:
+    """One core's parameters (``docs/pe.md``), checked on construction.
+
+    Besides the table in ``docs/pe.md``: ``fmt`` must have ``width <= 16`` (an AXPY carries the
+    weight in 16 bits) and ``acc_width <= 32`` (a psum is one 32-bit word), and ``X`` and ``Y``
+    must fit their address ranges (``n_feat * n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``).
+    """
+    n_feat: int = 16
+    n_tok: int = 8
+    n_out: int = 16
+    lanes: int = 1
+    fmt: FixedPoint = FixedPoint()
+    row: int = 0
+    rows: int = 1
+    colors: CoreColors = CoreColors()
+
+    def __post_init__(self):
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        put("n_feat", _int_in("n_feat", self.n_feat, 1, _MAX_DIM))
+        n_tok = operator.index(self.n_tok)
+        if n_tok < 1 or n_tok & (n_tok - 1):
+            raise ValueError(f"n_tok must be a power of two, not {n_tok!r}")
+        if n_tok > _MAX_DIM:
+            raise ValueError(f"n_tok must be at most {_MAX_DIM}, not {n_tok!r}")
+        put("n_tok", n_tok)
+        put("n_out", _int_in("n_out", self.n_out, 1, _MAX_DIM))
+        lanes = operator.index(self.lanes)
+        if lanes < 1 or lanes & (lanes - 1) or n_tok % lanes:
+            raise ValueError(f"lanes must be a power of two dividing n_tok ({n_tok}), "
+                             f"not {lanes!r}")
+        put("lanes", lanes)
+        fmt = self.fmt
+        if not isinstance(fmt, FixedPoint) or fmt.width > 16 or fmt.acc_width > 32:
+            raise ValueError(f"fmt must be a FixedPoint with width <= 16 and acc_width <= 32, "
+                             f"not {fmt!r}")
+        rows = operator.index(self.rows)
+        if rows < 1:
+            raise ValueError(f"rows must be a positive integer, not {rows!r}")
+        put("rows", rows)
+        put("row", _int_in("row", self.row, 0, rows - 1))
+        if not isinstance(self.colors, CoreColors):
+            raise ValueError(f"colors must be a CoreColors, not {self.colors!r}")
+        if self.n_feat * n_tok > Y_BASE:
+            raise ValueError(f"n_feat * n_tok must be at most {Y_BASE} (X below 0x8000), "
+                             f"not {self.n_feat * n_tok!r}")
+        if self.n_out * n_tok > COUNTER_BASE - Y_BASE:
+            raise ValueError(f"n_out * n_tok must be at most {COUNTER_BASE - Y_BASE} "
+                             f"(Y in 0x8000..0xFEFF), not {self.n_out * n_tok!r}")
+
+    @property
+    def tpb(self) -> int:
+        """Tokens per bank: ``n_tok // lanes``."""
+        return self.n_tok // self.lanes
+
+
+def axpy_cycles(params: CoreParams, mask_row) -> int:
+    """Cycles of an AXPY with a nonzero weight over a slot whose nonzero mask is ``mask_row``:
+    ``max(1, max over banks b of the nonzero tokens t with t % lanes == b)``."""
+    mask = np.asarray(mask_row, dtype=bool)
+    if mask.shape != (params.n_tok,):
+        raise ValueError(f"mask_row must have shape ({params.n_tok},), not {mask.shape!r}")
+    return max(1, int(mask.reshape(params.tpb, params.lanes).sum(axis=0).max()))
+
+
+# Command builders: packed wavelets as Python ints ------------------------------------------------
+
+def _wavelet(data: int, color: int, ctrl: int = 0) -> int:
+    return int(pack(data, color, ctrl))
+
+
+def _control(op: ControlOp, arg: int, color: int) -> int:
+    return _wavelet(int(CONTROL.pack(op=op, arg=arg)), color, ctrl=1)
+
+
+def addr(params: CoreParams, address: int) -> int:
+    """ADDR on ``cmd``: load pointer := ``address`` (0..0xFFFF)."""
+    return _control(ControlOp.ADDR, _int_in("address", address, 0, 0xFFFF), params.colors.cmd)
+
+
+def load(params: CoreParams, values) -> list[int]:
+    """LOADs on ``cmd``, one per operand of ``values`` (flattened row-major, so ``load(p, X)``
+    after ``addr(p, 0)`` loads the whole ``X``). ``ValueError`` if a value is not an operand."""
+    values = numerics.check_operands(params.fmt, np.ravel(values), "values")
+    return [_wavelet(int(v) & 0xFFFF, params.colors.cmd) for v in values]
+
+
+def read(params: CoreParams, address: int, length: int) -> int:
+    """READ on ``cmd``: send ``length`` (0..4095) words from ``address`` (0..0xFFFF) on ``out``."""
+    address = _int_in("address", address, 0, 0xFFFF)
+    length = _int_in("length", length, 0, 0xFFF)
+    return _control(ControlOp.READ, length << 16 | address, params.colors.cmd)
+
+
+def weight(params: CoreParams, value: int, slot: int) -> int:
+    """AXPY on ``weight``: ``ACC += value * X[slot]``. ``slot`` may be any 16-bit number (one
+    ``>= n_feat`` is an error the core counts); ``value`` must be an operand."""
+    value = int(numerics.check_operands(params.fmt, value, "value"))
+    slot = _int_in("slot", slot, 0, 0xFFFF)
+    return _wavelet(slot << 16 | value & 0xFFFF, params.colors.weight)
+
+
+def cr(params: CoreParams, o: int) -> int:
+    """CR on ``weight``: output feature ``o`` (28 bits) is complete."""
+    return _control(ControlOp.CR, _int_in("o", o, 0, (1 << _ARG_BITS) - 1), params.colors.weight)
+
+
+class CoreModel:
+    """The core's state and behaviour. State persists across :meth:`run` calls.
+
+    Members
+    -------
+    x : (n_feat, n_tok) int64, the activations; ``mask`` is ``x != 0``.
+    y : (n_out, n_tok) int64, the requantised results.
+    acc : (n_tok,) int64, the active accumulator buffer.
+    ptr : int, the load pointer (16 bits, wraps).
+    counters : dict of the :data:`COUNTERS` (``stall_cycles`` stays 0: it is timing-dependent).
+    error : bool, sticky error flag.
+    """
+
+    def __init__(self, params: CoreParams):
+        if not isinstance(params, CoreParams):
+            raise ValueError(f"params must be a CoreParams, not {params!r}")
+        self.params = params
+        self.x = np.zeros((params.n_feat, params.n_tok), dtype=np.int64)
+        self.y = np.zeros((params.n_out, params.n_tok), dtype=np.int64)
+        self.acc = np.zeros(params.n_tok, dtype=np.int64)
+        self.ptr = 0
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.error = False
+        # psum FIFOs by color: (32-bit word, position in this run's ramp; None: from a list,
+        # -1: from an earlier run, already counted)
+        self._psums = {params.colors.psum_from_n: deque(), params.colors.psum_from_s: deque()}
+
+    @property
+    def mask(self) -> np.ndarray:
+        """The nonzero mask of ``X``."""
+        return self.x != 0
+
+    def run(self, wavelets: Iterable[int], psum_from_n: Sequence[int] = (),
+            psum_from_s: Sequence[int] = ()) -> dict[int, list[int]]:
+        """Feed packed 38-bit wavelets in ramp order; return ``{color: [32-bit words]}`` for
+        ``psum_to_s``, ``psum_to_n`` and ``out``.
+
+        Wavelets on ``cmd`` / ``weight`` are commands, run in order; wavelets on ``psum_from_n``
+        / ``psum_from_s`` are queued for the partial-sum engine (before the psum lists, whose
+        entries are 32-bit words, negative ones taken as two's complement); any other color is
+        dropped and counted as an error. ``ValueError`` if a CR needs more psums than are queued
+        (the commands before it have taken effect).
+        """
+        c = self.params.colors
+        words = [operator.index(w) for w in wavelets]
+        for w in words:
+            if not 0 <= w < 1 << WAVELET_BITS:
+                raise ValueError(f"wavelets must be {WAVELET_BITS}-bit integers, not {w!r}")
+        data, color, ctrl = (a.tolist() for a in unpack(np.array(words, dtype=np.uint64)))
+        for i, col in enumerate(color):
+            if col in self._psums:
+                self._psums[col].append((data[i], i))
+        for name, col, given in (("psum_from_n", c.psum_from_n, psum_from_n),
+                                 ("psum_from_s", c.psum_from_s, psum_from_s)):
+            for v in given:
+                v = operator.index(v)
+                if not -(1 << 31) <= v <= _WORD:
+                    raise ValueError(f"{name} values must fit in 32 bits, not {v!r}")
+                self._psums[col].append((v & _WORD, None))
+        self._in_base, self._used = self.counters["wavelets_in"], []
+        self._sent = {c.psum_to_s: [], c.psum_to_n: [], c.out: []}
+        for i, (d, col, k) in enumerate(zip(data, color, ctrl)):
+            if col in (c.cmd, c.weight):
+                self._command(i, d, col, k)
+            elif col not in self._psums:
+                self._fail()
+        self.counters["wavelets_in"] = (self._in_base + len(words) + len(psum_from_n)
+                                        + len(psum_from_s))
+        for col, queue in self._psums.items():
+            self._psums[col] = deque((v, -1) for v, _ in queue)
+        return self._sent
+
+    # Commands ------------------------------------------------------------------------------------
+
+    def _command(self, i: int, data: int, color: int, ctrl: int) -> None:
+        cost = 1
+        if not ctrl and color == self.params.colors.cmd:
+            self._load(data)
+        elif not ctrl:
+            cost = self._axpy(data)
+        else:
+            op, arg = data >> _ARG_BITS, data & ((1 << _ARG_BITS) - 1)
+            if op == ControlOp.ADDR.value:
+                self.ptr = arg & 0xFFFF
+            elif op == ControlOp.READ.value:
+                cost = self._read(i, arg & 0xFFFF, arg >> 16 & 0xFFF)
+            elif op == ControlOp.CR.value:
+                self._cr(arg)
+            elif op not in _SWITCH_OPS:
+                self._fail()
+        self.counters["busy_cycles"] += cost
+
+    def _load(self, data: int) -> None:
+        if self.ptr < self.x.size:
+            self.x.flat[self.ptr] = _signed(data, self.params.fmt.width)
+        else:
+            self._fail()
+        self.ptr = (self.ptr + 1) & 0xFFFF
+
+    def _axpy(self, data: int) -> int:
+        p = self.params
+        value, slot = _signed(data, p.fmt.width), data >> 16
+        if slot >= p.n_feat:
+            self._fail()
+            return 1
+        acc, overflow, issued, skipped_w, skipped_a = numerics.axpy(p.fmt, self.acc, value,
+                                                                    self.x[slot])
+        self.acc = acc
+        self._overflow(overflow)
+        self.counters["macs_issued"] += issued
+        self.counters["macs_skipped_weight"] += skipped_w
+        self.counters["macs_skipped_act"] += skipped_a
+        return axpy_cycles(p, self.x[slot] != 0) if value else 1
+
+    def _read(self, i: int, address: int, length: int) -> int:
+        snapshot = dict(self.counters)
+        snapshot["wavelets_in"] = (self._in_base + i + 1
+                                   + sum(1 for pos in self._used if pos is None or pos > i))
+        for k in range(length):
+            word = self._word((address + k) & 0xFFFF, snapshot)
+            if word is None:
+                self._fail()
+            self._send(self.params.colors.out, word or 0)
+        return max(1, 2 * length)
+
+    def _word(self, address: int, snapshot: dict[str, int]) -> int | None:
+        """The 32-bit word at ``address``, or ``None`` outside the map."""
+        if address < Y_BASE:
+            return int(self.x.flat[address]) & _WORD if address < self.x.size else None
+        if address < COUNTER_BASE:
+            k = address - Y_BASE
+            return int(self.y.flat[k]) & _WORD if k < self.y.size else None
+        k = address - COUNTER_BASE
+        return snapshot[COUNTERS[k]] & _WORD if k < len(COUNTERS) else None
+
+    def _cr(self, o: int) -> None:
+        p, c = self.params, self.params.colors
+        owner, slot = o % p.rows, o // p.rows
+        if p.row == owner and slot >= p.n_out:
+            self._fail()
+            return
+        inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner),
+                  ("psum_from_s", c.psum_from_s, owner <= p.row < p.rows - 1)]
+        for name, col, needed in inputs:
+            if needed and len(self._psums[col]) < p.n_tok:
+                raise ValueError(f"CR {o} at row {p.row} needs {p.n_tok} {name} values, "
+                                 f"only {len(self._psums[col])} left")
+        s = self.acc
+        for _, col, needed in inputs:
+            if needed:
+                s, overflow = numerics.accumulate(p.fmt, s, self._take(col))
+                self._overflow(overflow.any())
+        if p.row == owner:
+            self.y[slot], overflow = numerics.requantise(p.fmt, s)
+            self._overflow(overflow.any())
+        else:
+            for v in s.tolist():
+                self._send(c.psum_to_s if p.row < owner else c.psum_to_n, v & _WORD)
+        self.acc = np.zeros(p.n_tok, dtype=np.int64)
+
+    # Helpers -------------------------------------------------------------------------------------
+
+    def _take(self, color: int) -> np.ndarray:
+        entries = [self._psums[color].popleft() for _ in range(self.params.n_tok)]
+        self._used.extend(pos for _, pos in entries)
+        return np.array([_signed(v, self.params.fmt.acc_width) for v, _ in entries],
+                        dtype=np.int64)
+
+    def _send(self, color: int, word: int) -> None:
+        self._sent[color].append(word)
+        self.counters["wavelets_out"] += 1
+
+    def _overflow(self, flag) -> None:
+        if flag:
+            self.counters["overflow"] = 1
+
+    def _fail(self) -> None:
+        self.counters["errors"] += 1
+        self.error = True

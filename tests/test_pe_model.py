@@ -1,0 +1,305 @@
+"""The core's golden model (``fabric/pe_model.py``) against hand-computed cases from
+``docs/pe.md``."""
+
+import numpy as np
+import pytest
+
+from fabric.pe_model import (COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreModel, CoreParams,
+                             addr, axpy_cycles, cr, load, read, weight)
+from rtl.numfmt import FixedPoint
+from rtl.wavelet import ControlOp, pack
+
+ACC_MAX, ACC_MIN = 2**31 - 1, -2**31
+C = CoreColors()
+
+
+def core(**kwargs):
+    params = CoreParams(**kwargs)
+    return params, CoreModel(params)
+
+
+def u32(values):
+    return [v & 0xFFFFFFFF for v in values]
+
+
+def raw(data, color, ctrl=0):
+    return int(pack(data, color, ctrl))
+
+
+def loaded(params, x):
+    """Wavelets loading all of ``x`` from address 0."""
+    return [addr(params, 0), *load(params, x)]
+
+
+# AXPY ---------------------------------------------------------------------------------------------
+
+def test_axpy_skips_zeros_and_counts_macs():
+    p, m = core(n_feat=4, n_tok=8, n_out=2)
+    row = [1, 0, -2, 0, 3, 0, 0, 4]
+    out = m.run([addr(p, 2 * 8), *load(p, row), weight(p, 3, 2), weight(p, 0, 2),
+                 weight(p, -1, 2), weight(p, 5, 0)])
+    assert out == {C.psum_to_s: [], C.psum_to_n: [], C.out: []}
+    assert m.x[2].tolist() == row and (m.mask == (m.x != 0)).all() and m.ptr == 24
+    assert m.acc.tolist() == [2, 0, -4, 0, 6, 0, 0, 8]
+    # ADDR 1 + LOAD 8 + AXPY 4 (4 nonzero, one bank) + zero weight 1 + AXPY 4 + empty slot 1
+    assert m.counters == {"busy_cycles": 19, "macs_issued": 8, "macs_skipped_weight": 8,
+                          "macs_skipped_act": 4 + 4 + 8, "wavelets_in": 13, "wavelets_out": 0,
+                          "stall_cycles": 0, "errors": 0, "overflow": 0}
+    assert not m.error
+
+
+def test_axpy_saturates_both_ways_and_state_persists_across_runs():
+    p, m = core(n_feat=1, n_tok=8, n_out=1)
+    m.run([*loaded(p, [32767] * 4 + [-32768] * 4), weight(p, 32767, 0), weight(p, 32767, 0)])
+    assert m.acc.tolist() == [2 * 32767 * 32767] * 4 + [-2 * 32768 * 32767] * 4
+    assert m.counters["overflow"] == 0
+    m.run([weight(p, 32767, 0)])
+    assert m.acc.tolist() == [ACC_MAX] * 4 + [ACC_MIN] * 4
+    assert m.counters["overflow"] == 1 and m.counters["macs_issued"] == 24
+    assert m.counters["wavelets_in"] == 12 and not m.error
+
+
+@pytest.mark.parametrize("lanes, nonzero, cycles", [
+    (1, [0, 2, 4, 6], 4), (2, [0, 2, 4, 6], 4), (4, [0, 2, 4, 6], 2),
+    (2, [0, 1, 2, 3], 2), (4, [0, 1, 2, 3], 1), (4, [1, 5, 6, 7], 2), (2, [], 1),
+])
+def test_axpy_costs_the_busiest_bank(lanes, nonzero, cycles):
+    p, m = core(n_feat=2, n_tok=8, n_out=1, lanes=lanes)
+    assert p.tpb == 8 // lanes
+    row = np.zeros(8, dtype=np.int64)
+    row[nonzero] = 7
+    assert axpy_cycles(p, row != 0) == cycles
+    m.run(loaded(p, [row, row]))
+    before = m.counters["busy_cycles"]
+    m.run([weight(p, 1, 1)])
+    assert m.counters["busy_cycles"] - before == cycles
+    m.run([weight(p, 0, 1)])
+    assert m.counters["busy_cycles"] - before == cycles + 1
+
+
+# CR and the partial-sum engine --------------------------------------------------------------------
+
+def test_cr_requantises_half_to_even_into_y():
+    p, m = core(n_feat=1, n_tok=8, n_out=4)
+    out = m.run([*loaded(p, [1, 3, -1, -3, 129, 131, 0, 2]), weight(p, 128, 0), cr(p, 3)])
+    # acc = 128 * x = 0.5, 1.5, -0.5, -1.5, 64.5, 65.5, 0, 1 in units of 256
+    assert m.y[3].tolist() == [0, 2, 0, -2, 64, 66, 0, 1]
+    assert not m.y[:3].any() and not m.acc.any()
+    assert out == {C.psum_to_s: [], C.psum_to_n: [], C.out: []}
+    assert m.counters["busy_cycles"] == 1 + 8 + 7 + 1 and m.counters["overflow"] == 0
+
+
+def test_requantise_saturates_and_sets_overflow():
+    p, m = core(n_feat=1, n_tok=2, n_out=1)
+    m.run([*loaded(p, [32767, -32768]), weight(p, 32767, 0), cr(p, 0)])
+    assert m.y[0].tolist() == [32767, -32768] and m.counters["overflow"] == 1
+
+
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_psum_roles_for_three_rows_with_owner_one(row):
+    p, m = core(n_feat=1, n_tok=4, n_out=2, row=row, rows=3)
+    acc = [256, -512, 768, -1024]
+    from_n = [10, -20, 30, -40]
+    from_s = [256, 512, 768, 1024]
+    program = [*loaded(p, [1, -2, 3, -4]), weight(p, 256, 0), cr(p, 4)]   # owner 1, slot 1
+    if row == 1:   # from_s interleaved in the ramp, from_n as a list
+        program[3:3] = [raw(v, C.psum_from_s) for v in from_s]
+        out = m.run(program, psum_from_n=from_n)
+        # (256+10+256, -512-20+512, 768+30+768, -1024-40+1024) / 256, half to even
+        assert m.y[1].tolist() == [2, 0, 6, 0] and not m.y[0].any()
+        assert out[C.psum_to_s] == [] and out[C.psum_to_n] == []
+    else:
+        out = m.run(program)
+        to, other = (C.psum_to_s, C.psum_to_n) if row == 0 else (C.psum_to_n, C.psum_to_s)
+        assert out[to] == u32(acc) and out[other] == [] and not m.y.any()
+        assert m.counters["wavelets_out"] == 4
+    assert out[C.out] == [] and not m.acc.any() and not m.error
+
+
+@pytest.mark.parametrize("o, takes, sends", [(2, "n", C.psum_to_s), (0, "s", C.psum_to_n)])
+def test_middle_row_that_does_not_own_adds_one_side_and_forwards(o, takes, sends):
+    p, m = core(n_feat=1, n_tok=2, n_out=1, row=1, rows=3)
+    psums = {"psum_from_" + takes: [5, -7]}
+    out = m.run([*loaded(p, [1, 1]), weight(p, 100, 0), cr(p, o)], **psums)
+    assert out[sends] == u32([105, 93]) and m.counters["wavelets_out"] == 2
+
+
+def test_engine_adds_from_n_then_from_s_each_saturating():
+    p, m = core(n_feat=1, n_tok=1, n_out=1, row=1, rows=3)
+    m.run([*loaded(p, [-100]), weight(p, 256, 0), cr(p, 1)],
+          psum_from_n=[ACC_MIN + 1], psum_from_s=[ACC_MAX])
+    # sat(-25600 + MIN + 1) = MIN; MIN + MAX = -1 -> 0 (the unsaturated sum would give -100)
+    assert m.y[0].tolist() == [0] and m.counters["overflow"] == 1
+
+
+def test_cr_without_its_psums_names_what_is_missing():
+    p, m = core(n_feat=1, n_tok=4, n_out=1, row=1, rows=3)
+    with pytest.raises(ValueError, match=r"^CR 1 at row 1 needs 4 psum_from_s values, "
+                                         r"only 3 left$"):
+        m.run([cr(p, 1)], psum_from_n=[1, 2, 3, 4], psum_from_s=[1, 2, 3])
+
+
+def test_wavelets_in_at_a_read_counts_what_must_have_been_taken():
+    p, m = core(n_feat=1, n_tok=2, n_out=2, row=1, rows=2)   # last row, owner of odd o
+    late = [raw(3, C.psum_from_n), raw(4, C.psum_from_n)]
+    out = m.run([cr(p, 1), read(p, COUNTER_BASE + 4, 1), *late], psum_from_n=[9])
+    assert out[C.out] == [2 + 2] and m.counters["wavelets_in"] == 5
+    out = m.run([cr(p, 3), read(p, COUNTER_BASE + 4, 1)], psum_from_n=[1])
+    assert out[C.out] == [5 + 2 + 1] and m.counters["wavelets_in"] == 8
+    assert not m.y.any() and not m.error 
+
+
+# READ ---------------------------------------------------------------------------------------------
+
+def test_read_x_y_and_counters():
+    p, m = core(n_feat=2, n_tok=4, n_out=2)
+    x = [[1, -1, 0, 32767], [-32768, 5, 6, 7]]
+    out = m.run([*loaded(p, x), weight(p, 256, 1), cr(p, 1), read(p, 0, 8),
+                 read(p, Y_BASE + 4, 4), read(p, COUNTER_BASE, len(COUNTERS))])
+    assert out[C.out][:8] == u32([1, -1, 0, 32767, -32768, 5, 6, 7])
+    assert out[C.out][8:12] == u32(x[1])
+    busy = 1 + 8 + 4 + 1 + 2 * 8 + 2 * 4
+    assert dict(zip(COUNTERS, out[C.out][12:])) == {
+        "busy_cycles": busy, "macs_issued": 4, "macs_skipped_weight": 0, "macs_skipped_act": 0,
+        "wavelets_in": 14, "wavelets_out": 12, "stall_cycles": 0, "errors": 0, "overflow": 0}
+    assert m.counters["busy_cycles"] == busy + 2 * 9 and m.counters["wavelets_out"] == 21
+
+
+def test_read_outside_the_map_reads_zero_and_counts_an_error_per_word():
+    p, m = core(n_feat=2, n_tok=4, n_out=2)
+    m.run(loaded(p, [[1, 2, 3, 4], [5, 6, 7, 8]]))
+    out = m.run([read(p, 7, 2), read(p, Y_BASE + 7, 2), read(p, COUNTER_BASE + 7, 4),
+                 read(p, 0xFFFF, 2), read(p, 0, 0)])
+    # X[7], X[8]; Y[1][3], Y[2][0]; errors (2 so far), overflow, 0xFF09, 0xFF0A; 0xFFFF, X[0]
+    assert out[C.out] == [8, 0, 0, 0, 2, 0, 0, 0, 0, 1]
+    assert m.counters["errors"] == 1 + 1 + 2 + 1 and m.error
+    assert m.counters["busy_cycles"] == 9 + 2 * 10 + 1
+
+
+# Errors and other commands ------------------------------------------------------------------------
+
+def test_slot_out_of_range_is_dropped_even_for_a_zero_weight():
+    p, m = core(n_feat=2, n_tok=4, n_out=1)
+    m.run([weight(p, 5, 2), weight(p, 0, 0xFFFF)])
+    assert m.counters["errors"] == 2 and m.error and m.counters["busy_cycles"] == 2
+    assert m.counters["macs_skipped_weight"] == 0 and not m.acc.any()
+
+
+def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
+    p, m = core(n_feat=2, n_tok=4, n_out=1)
+    m.run([addr(p, 7), *load(p, [3, 4, 5])])
+    assert m.x[1, 3] == 3 and m.ptr == 10 and m.counters["errors"] == 2
+    m.run([addr(p, 0xFFFF), *load(p, [6, 7])])
+    assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
+
+
+@pytest.mark.parametrize("op", range(7, 16))
+def test_unknown_opcodes_are_errors(op):
+    p, m = core()
+    m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])
+    assert m.counters["errors"] == 2 and m.error and m.counters["busy_cycles"] == 2
+
+
+def test_cr_with_a_result_slot_out_of_range_is_dropped():
+    p, m = core(n_feat=1, n_tok=2, n_out=2, row=1, rows=2)
+    m.run([*loaded(p, [1, 2]), weight(p, 1, 0), cr(p, 5)])   # owner 1, slot 2
+    assert m.counters["errors"] == 1 and m.error and m.acc.tolist() == [1, 2]
+    out = m.run([cr(p, 4)])                                   # owner 0: no slot check here
+    assert out[C.psum_to_n] == [1, 2] and m.counters["errors"] == 1 and not m.acc.any()
+
+
+def test_foreign_colors_are_dropped_and_switch_commands_are_no_ops():
+    p, m = core(n_feat=1, n_tok=2, n_out=1)
+    switch = [raw(op.value << 28, color, 1) for op in (ControlOp.NOP, ControlOp.ADVANCE,
+                                                       ControlOp.RESET, ControlOp.TEARDOWN)
+              for color in (C.cmd, C.weight)]
+    m.run([raw(1, 3), raw(2, C.out), *switch, raw(5 << 28 | 1, C.weight, 1), *load(p, [9])])
+    assert m.counters["errors"] == 2 and m.counters["wavelets_in"] == 12
+    assert m.counters["busy_cycles"] == 8 + 1 + 1 and m.x[0].tolist() == [0, 9]
+
+
+# Parameters and builders --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_feat": 0}, r"n_feat must be an integer in 1\.\.4096, not 0"),
+    ({"n_feat": 4097}, r"n_feat must be an integer in 1\.\.4096, not 4097"),
+    ({"n_tok": 6}, r"n_tok must be a power of two, not 6"),
+    ({"n_tok": 0}, r"n_tok must be a power of two, not 0"),
+    ({"n_tok": 8192, "n_feat": 1, "n_out": 1}, r"n_tok must be at most 4096, not 8192"),
+    ({"n_out": 4097}, r"n_out must be an integer in 1\.\.4096, not 4097"),
+    ({"lanes": 3}, r"lanes must be a power of two dividing n_tok \(8\), not 3"),
+    ({"lanes": 16}, r"lanes must be a power of two dividing n_tok \(8\), not 16"),
+    ({"fmt": FixedPoint(acc_width=48)}, r"fmt must be a FixedPoint with width <= 16 and "
+                                        r"acc_width <= 32, not FixedPoint\(width=16, "
+                                        r"frac_bits=8, acc_width=48\)"),
+    ({"fmt": "int16"}, r"fmt must be a FixedPoint with width <= 16 and acc_width <= 32, "
+                       r"not 'int16'"),
+    ({"rows": 0}, r"rows must be a positive integer, not 0"),
+    ({"row": 3, "rows": 3}, r"row must be an integer in 0\.\.2, not 3"),
+    ({"colors": (8, 9)}, r"colors must be a CoreColors, not \(8, 9\)"),
+    ({"n_feat": 4096, "n_tok": 16}, r"n_feat \* n_tok must be at most 32768 \(X below 0x8000\), "
+                                    r"not 65536"),
+    ({"n_out": 4096}, r"n_out \* n_tok must be at most 32512 \(Y in 0x8000\.\.0xFEFF\), "
+                      r"not 32768"),
+])
+def test_parameters_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        CoreParams(**kwargs)
+
+
+def test_colors_are_checked():
+    with pytest.raises(ValueError, match=r"^cmd must be an integer in 0\.\.31, not 32$"):
+        CoreColors(cmd=32)
+    with pytest.raises(ValueError, match=r"^colors must be distinct, not CoreColors\(cmd=8, "
+                                         r"weight=8, psum_from_n=10"):
+        CoreColors(weight=8)
+    assert CoreParams(n_tok=np.int64(4)).n_tok == 4 and CoreParams().tpb == 8
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda p: weight(p, 40000, 0), r"value must fit in int16 \(-32768\.\.32767\), not 40000"),
+    (lambda p: weight(p, 1, 1 << 16), r"slot must be an integer in 0\.\.65535, not 65536"),
+    (lambda p: load(p, [1, -40000]), r"values must fit in int16 \(-32768\.\.32767\), not -40000"),
+    (lambda p: addr(p, -1), r"address must be an integer in 0\.\.65535, not -1"),
+    (lambda p: read(p, 0, 4096), r"length must be an integer in 0\.\.4095, not 4096"),
+    (lambda p: cr(p, 1 << 28), r"o must be an integer in 0\.\.268435455, not 268435456"),
+    (lambda p: axpy_cycles(p, [True]), r"mask_row must have shape \(8,\), not \(1,\)"),
+    (lambda p: CoreModel(p).run([1 << 38]), r"wavelets must be 38-bit integers, not 274877906944"),
+    (lambda p: CoreModel(p).run([], psum_from_s=[1 << 32]),
+     r"psum_from_s values must fit in 32 bits, not 4294967296"),
+    (lambda p: CoreModel(None), r"params must be a CoreParams, not None"),
+])
+def test_builders_and_run_check_their_arguments(build, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        build(CoreParams())
+
+
+def test_builders_encode_per_the_contract():
+    p = CoreParams()
+    assert weight(p, -2, 3) == raw(3 << 16 | 0xFFFE, C.weight)
+    assert read(p, 0x8001, 5) == raw(ControlOp.READ.value << 28 | 5 << 16 | 0x8001, C.cmd, 1)
+    assert cr(p, 7) == raw(ControlOp.CR.value << 28 | 7, C.weight, 1)
+    assert addr(p, 9) == raw(ControlOp.ADDR.value << 28 | 9, C.cmd, 1)
+    assert load(p, [[-1, 2]]) == [raw(0xFFFF, C.cmd), raw(2, C.cmd)]
+
+
+# A whole layer ------------------------------------------------------------------------------------
+
+def test_random_layer_matches_plain_numpy():
+    rng = np.random.default_rng(11)
+    p, m = core(n_feat=16, n_tok=8, n_out=16, lanes=2)
+    x = rng.integers(-200, 201, (16, 8)) * (rng.random((16, 8)) > 0.3)
+    w = rng.integers(-300, 301, (16, 16)) * (rng.random((16, 16)) > 0.3)
+    program = loaded(p, x)
+    for o in rng.permutation(16):
+        program += [weight(p, int(w[o, f]), int(f)) for f in rng.permutation(16)]
+        program.append(cr(p, int(o)))
+    m.run(program)
+    want = np.round((w @ x) / 256.0).astype(np.int64)   # no saturation: |W @ X| < 2**20
+    assert (m.y == want).all()
+    nonzero_w, nonzero_x = (w != 0).sum(axis=0), (x != 0).sum(axis=1)
+    assert m.counters["macs_issued"] == int((nonzero_w * nonzero_x).sum())
+    assert m.counters["macs_skipped_weight"] == 8 * int((w == 0).sum())
+    assert m.counters["macs_issued"] + m.counters["macs_skipped_weight"] \
+        + m.counters["macs_skipped_act"] == 16 * 16 * 8
+    assert m.counters["errors"] == m.counters["overflow"] == 0 and not m.acc.any()
