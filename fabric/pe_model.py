@@ -1,8 +1,9 @@
 """Golden model of the processing element's core: dispatcher, memories, MACs, partial-sum engine.
 
-Pure numpy and untimed, bit for bit the contract in ``docs/pe.md``: given the same wavelets, it
-sends the same words and ends with the same ``X``, ``Y`` and counters as ``rtl/core.py``. The
-arithmetic is :mod:`fabric.numerics`; the wavelet layout is :mod:`rtl.wavelet`.
+Pure numpy and untimed: the contract of ``docs/pe.md`` as executable code. Given a core's
+wavelets it says which words the core sends and what ``X``, ``Y`` and the counters end as; the
+RTL core (``rtl/core.py``, next) is checked against it bit for bit. The arithmetic is
+:mod:`fabric.numerics`; the wavelet layout is :mod:`rtl.wavelet`.
 
 Timing model (the choices the RTL comparison must respect):
 
