@@ -27,6 +27,7 @@ regress:  ## the long randomised suite (`slow` tests, several seeds) and a summa
 
 bench:  ## every benchmark, as JSON lines
 	wse bench router --json
+	$(PYTHON) -m bench.router_queues --json
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,1 +1,1 @@
-"""Standalone benchmarks. The measurements themselves run through ``wse bench`` (see README)."""
+"""Benchmarks that print figures (never timed assertions): ``python -m bench.<name>``."""

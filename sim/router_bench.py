@@ -7,7 +7,20 @@ from pathlib import Path
 
 from .router_run import BENCH_MODULE, run_router_tests
 
-__all__ = ["bench_router"]
+__all__ = ["bench_router", "bench_uniform_load"]
+
+
+def bench_uniform_load(*, sim="verilator", count=4000, seed=1, n_queues=2, depth=4):
+    """Saturation throughput under uniform random traffic for one router configuration."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "figures.json"
+        result = run_router_tests(sim=sim, module=BENCH_MODULE, testcase="uniform_load",
+                                  seed=seed, fuzz=count, extra_env={"WSE_BENCH_OUT": str(out)},
+                                  n_queues=n_queues, depth=depth)
+        if not result.passed:
+            raise RuntimeError(f"uniform-load bench failed on {sim}: {result.failures}; "
+                               f"log: {result.test_dir / 'sim.log'}")
+        return json.loads(out.read_text())
 
 
 def bench_router(*, sim="verilator", fuzz=100_000, seed=1, throughput_count=2000):
@@ -18,8 +31,8 @@ def bench_router(*, sim="verilator", fuzz=100_000, seed=1, throughput_count=2000
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "figures.json"
         start = time.monotonic()
-        result = run_router_tests(sim=sim, module=BENCH_MODULE, seed=seed, fuzz=fuzz,
-                                  extra_env={"WSE_BENCH_OUT": str(out)},
+        result = run_router_tests(sim=sim, module=BENCH_MODULE, testcase="router_figures",
+                                  seed=seed, fuzz=fuzz, extra_env={"WSE_BENCH_OUT": str(out)},
                                   throughput_count=throughput_count)
         figures = json.loads(out.read_text()) if out.exists() else {}
     figures["simulator"] = sim
