@@ -25,124 +25,31 @@ effect (a dropped CR leaves the accumulators alone and takes no psums); a READ o
 cycle; READ addresses and the load pointer wrap at 16 bits.
 """
 
-import dataclasses
 import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from fabric import numerics
-from rtl.numfmt import FixedPoint
-from rtl.wavelet import CONTROL, MAX_COLORS, WAVELET_BITS, ControlOp, pack, unpack
+from rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams, _int_in
+from rtl.wavelet import CONTROL, WAVELET_BITS, ControlOp, pack, unpack
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
     "addr", "load", "read", "weight", "cr", "axpy_cycles",
 ]
 
-Y_BASE = 0x8000
-COUNTER_BASE = 0xFF00
-COUNTERS = ("busy_cycles", "macs_issued", "macs_skipped_weight", "macs_skipped_act",
-            "wavelets_in", "wavelets_out", "stall_cycles", "errors", "overflow")
-
-_MAX_DIM = 4096
 _WORD = (1 << 32) - 1
 _ARG_BITS = 28
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
                ControlOp.TEARDOWN.value}
 
 
-def _int_in(name: str, value, lo: int, hi: int) -> int:
-    value = operator.index(value)
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
-    return value
-
-
 def _signed(value: int, bits: int) -> int:
     """The low ``bits`` of ``value`` as a two's-complement integer."""
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
-
-
-@dataclass(frozen=True)
-class CoreColors:
-    """The colors the core takes (``cmd``, ``weight``, ``psum_from_n``, ``psum_from_s``) and
-    sends (``psum_to_s``, ``psum_to_n``, ``out``): distinct integers in 0..31."""
-    cmd: int = 8
-    weight: int = 9
-    psum_from_n: int = 10
-    psum_from_s: int = 11
-    psum_to_s: int = 12
-    psum_to_n: int = 13
-    out: int = 14
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _int_in(f.name, getattr(self, f.name),
-                                                     0, MAX_COLORS - 1))
-        if len(set(dataclasses.astuple(self))) != len(dataclasses.fields(self)):
-            raise ValueError(f"colors must be distinct, not {self!r}")
-
-
-@dataclass(frozen=True)
-class CoreParams:
-    """One core's parameters (``docs/pe.md``), checked on construction.
-
-    Besides the table in ``docs/pe.md``: ``fmt`` must have ``width <= 16`` (an AXPY carries the
-    weight in 16 bits) and ``acc_width <= 32`` (a psum is one 32-bit word), and ``X`` and ``Y``
-    must fit their address ranges (``n_feat * n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``).
-    """
-    n_feat: int = 16
-    n_tok: int = 8
-    n_out: int = 16
-    lanes: int = 1
-    fmt: FixedPoint = FixedPoint()
-    row: int = 0
-    rows: int = 1
-    colors: CoreColors = CoreColors()
-
-    def __post_init__(self):
-        def put(name, value):
-            object.__setattr__(self, name, value)
-
-        put("n_feat", _int_in("n_feat", self.n_feat, 1, _MAX_DIM))
-        n_tok = operator.index(self.n_tok)
-        if n_tok < 1 or n_tok & (n_tok - 1):
-            raise ValueError(f"n_tok must be a power of two, not {n_tok!r}")
-        if n_tok > _MAX_DIM:
-            raise ValueError(f"n_tok must be at most {_MAX_DIM}, not {n_tok!r}")
-        put("n_tok", n_tok)
-        put("n_out", _int_in("n_out", self.n_out, 1, _MAX_DIM))
-        lanes = operator.index(self.lanes)
-        if lanes < 1 or lanes & (lanes - 1) or n_tok % lanes:
-            raise ValueError(f"lanes must be a power of two dividing n_tok ({n_tok}), "
-                             f"not {lanes!r}")
-        put("lanes", lanes)
-        fmt = self.fmt
-        if not isinstance(fmt, FixedPoint) or fmt.width > 16 or fmt.acc_width > 32:
-            raise ValueError(f"fmt must be a FixedPoint with width <= 16 and acc_width <= 32, "
-                             f"not {fmt!r}")
-        rows = operator.index(self.rows)
-        if rows < 1:
-            raise ValueError(f"rows must be a positive integer, not {rows!r}")
-        put("rows", rows)
-        put("row", _int_in("row", self.row, 0, rows - 1))
-        if not isinstance(self.colors, CoreColors):
-            raise ValueError(f"colors must be a CoreColors, not {self.colors!r}")
-        if self.n_feat * n_tok > Y_BASE:
-            raise ValueError(f"n_feat * n_tok must be at most {Y_BASE} (X below 0x8000), "
-                             f"not {self.n_feat * n_tok!r}")
-        if self.n_out * n_tok > COUNTER_BASE - Y_BASE:
-            raise ValueError(f"n_out * n_tok must be at most {COUNTER_BASE - Y_BASE} "
-                             f"(Y in 0x8000..0xFEFF), not {self.n_out * n_tok!r}")
-
-    @property
-    def tpb(self) -> int:
-        """Tokens per bank: ``n_tok // lanes``."""
-        return self.n_tok // self.lanes
 
 
 def axpy_cycles(params: CoreParams, mask_row) -> int:

@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.route_table import Position, RouteTable
+from rtl.route_table import RouteTable
 from rtl.router import Router
 from rtl.wavelet import WAVELET, Direction
 from tb.router_model import RouterModel
