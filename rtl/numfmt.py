@@ -98,13 +98,15 @@ class FixedPoint:
         return (a * b).as_signed()[:2 * self.width].as_signed()
 
     def accumulate(self, acc, product):
-        """``(sum, overflow)``: ``acc + product`` saturated to ``acc_shape``."""
+        """``(sum, overflow)``: ``acc + product`` saturated; ``sum`` has exactly ``acc_shape``
+        (so it chains into another ``accumulate`` or a ``requantise``)."""
         total = acc.as_signed() + product.as_signed()
         high = total > self.acc_max
         low = total < self.acc_min
         result = Mux(high, Const(self.acc_max, self.acc_shape),
-                     Mux(low, Const(self.acc_min, self.acc_shape), total[:self.acc_width]))
-        return result.as_signed(), high | low
+                     Mux(low, Const(self.acc_min, self.acc_shape),
+                         total[:self.acc_width].as_signed()))
+        return result, high | low
 
     def requantise(self, acc):
         """``(operand, overflow)``: ``acc`` shifted right by ``frac_bits`` (round half to even),
@@ -123,5 +125,5 @@ class FixedPoint:
         low = rounded < self.operand_min
         result = Mux(high, Const(self.operand_max, self.operand_shape),
                      Mux(low, Const(self.operand_min, self.operand_shape),
-                         rounded[:self.width]))
-        return result.as_signed(), high | low
+                         rounded[:self.width].as_signed()))
+        return result, high | low

@@ -86,3 +86,30 @@ def test_rtl_requantise_and_accumulate_match_golden(fmt):
     assert [bool(g[1]) for g in got] == list(want_qo)
     assert [g[2] for g in got] == list(want_s)
     assert [bool(g[3]) for g in got] == list(want_so)
+
+
+@pytest.mark.parametrize("fmt", [FixedPoint(), FixedPoint(width=8, frac_bits=3, acc_width=16)],
+                         ids=repr)
+def test_rtl_results_have_exact_shapes_and_chain(fmt):
+    """accumulate -> accumulate -> requantise, as the partial-sum engine chains them."""
+    acc = Signal(fmt.acc_shape)
+    s1, _ = fmt.accumulate(acc, Signal(fmt.acc_shape))
+    s2, _ = fmt.accumulate(s1, Signal(fmt.acc_shape))
+    q, _ = fmt.requantise(s2)
+    assert s1.shape() == fmt.acc_shape and s2.shape() == fmt.acc_shape
+    assert q.shape() == fmt.operand_shape
+    out = Signal(fmt.operand_shape)
+    m = Module()
+    m.d.comb += out.eq(q)
+    values = [fmt.acc_min, -(1 << (fmt.frac_bits + 3)), -1, 0, 1 << (fmt.frac_bits + 2), fmt.acc_max]
+    got = []
+
+    async def bench(ctx):
+        for v in values:
+            ctx.set(acc, v)
+            got.append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == list(numerics.requantise(fmt, values)[0])

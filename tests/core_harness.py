@@ -1,0 +1,71 @@
+"""Run :class:`rtl.core.Core` in Amaranth's simulator on wavelet lists, as a rotating ramp would.
+
+Shared by the core's unit tests: returns what the core sent per color and its counters (read
+back through a READ of the counter block, as the host would).
+"""
+
+from amaranth.sim import Simulator
+
+from fabric import pe_model
+from rtl.core import Core
+from rtl.core_params import COUNTER_BASE, COUNTERS
+from rtl.wavelet import WAVELET
+
+
+def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True):
+    """Feed ``commands`` and psum wavelet lists to a core; READ the counters at the end.
+
+    Each list stands for one router queue. Each cycle the ramp offers the head of one pending
+    list, moving to the next list when the core does not take it. Returns
+    ``({color: [data words]}, counters, cycles_used)``.
+    """
+    core = Core(params)
+    commands = list(commands) + [pe_model.read(params, COUNTER_BASE, len(COUNTERS))]
+    sent = {}
+    used = []
+
+    async def bench(ctx):
+        lists = [list(commands)] + [list(psums) for psums in psum_lists]
+        turn = 0
+        idle = 0
+        for cycle in range(cycles):
+            pending = [k for k in range(len(lists)) if lists[k]]
+            offer = None
+            if pending:
+                turn = turn if lists[turn] else pending[0]
+                offer = lists[turn][0]
+                ctx.set(core.i.valid, 1)
+                ctx.set(core.i.payload.as_value(), offer)
+            else:
+                ctx.set(core.i.valid, 0)
+            ctx.set(core.o.ready, ready(cycle))
+            took = offer is not None and ctx.get(core.i.ready)
+            if ctx.get(core.o.valid) and ctx.get(core.o.ready):
+                word = ctx.get(core.o.payload.as_value())
+                fields = WAVELET.unpack(word)
+                sent.setdefault(int(fields["color"]), []).append(int(fields["data"]))
+            await ctx.tick()
+            if took:
+                lists[turn].pop(0)
+            elif pending:      # not taken: offer the next list that has something
+                later = [k for k in pending if k > turn] or pending
+                turn = later[0]
+            replies = len(sent.get(params.colors.out, []))
+            if not any(lists) and replies >= expected_out[0]:
+                idle += 1
+                if idle > 8:
+                    used.append(cycle)
+                    return
+        raise AssertionError(f"core did not finish in {cycles} cycles")
+
+    expected_out = [sum(int(WAVELET.unpack(w)["data"]) >> 16 & 0xFFF for w in commands
+                        if int(WAVELET.unpack(w)["ctrl"])
+                        and int(WAVELET.unpack(w)["data"]) >> 28 == 6)]
+    sim = Simulator(core)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    replies = sent.get(params.colors.out, [])
+    counters = dict(zip(COUNTERS, replies[-len(COUNTERS):]))
+    sent[params.colors.out] = replies[:-len(COUNTERS)]
+    return sent, counters, used[0]

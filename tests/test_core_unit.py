@@ -1,0 +1,92 @@
+"""The RTL core in Amaranth's simulator against the golden model (fabric/pe_model.py)."""
+
+import numpy as np
+import pytest
+
+from fabric import pe_model
+from rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+
+from .core_harness import run_core
+
+#: Counters whose value at a READ depends on timing (prefetch into the FIFOs, waits).
+TIMED = {"wavelets_in", "stall_cycles"}
+
+
+def compare(params, commands, psums_n=(), psums_s=()):
+    """Run RTL and model on the same wavelets; assert equal outputs and counters."""
+    model = pe_model.CoreModel(params)
+    c = params.colors
+    from_n = [pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_n) for v in psums_n]
+    from_s = [pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_s) for v in psums_s]
+    want = model.run(list(commands) + [pe_model.read(params, COUNTER_BASE, len(COUNTERS))],
+                     psum_from_n=psums_n, psum_from_s=psums_s)
+    got, counters, cycles = run_core(params, commands, from_n, from_s)
+    want_out = want.pop(c.out)
+    want_counters = dict(zip(COUNTERS, want_out[-len(COUNTERS):]))
+    for color, words in want.items():
+        assert got.get(color, []) == words, f"color {color}"
+    assert got.get(c.out, []) == want_out[:-len(COUNTERS)]
+    for name in COUNTERS:
+        if name not in TIMED:
+            assert counters[name] == want_counters[name], name
+    return counters, cycles
+
+
+def gemm_commands(params, w, x, *, zeros=True):
+    """LOAD ``x`` (features x tokens), stream ``w`` (outputs x features) with CRs, READ ``Y``."""
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, x)]
+    for o, row in enumerate(w):
+        for f, value in enumerate(row):
+            if value or zeros:
+                cmds.append(pe_model.weight(params, int(value), f))
+        cmds.append(pe_model.cr(params, o))
+    cmds.append(pe_model.read(params, Y_BASE, len(w) * params.n_tok))
+    return cmds
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4])
+def test_dense_and_sparse_gemm_match_the_model(lanes):
+    params = CoreParams(n_feat=8, n_tok=8, n_out=4, lanes=lanes)
+    rng = np.random.default_rng(lanes)
+    x = rng.integers(-300, 300, (8, 8))
+    x[rng.random((8, 8)) < 0.5] = 0
+    w = rng.integers(-300, 300, (4, 8))
+    w[rng.random((4, 8)) < 0.6] = 0
+    counters, cycles = compare(params, gemm_commands(params, w, x))
+    print(f"lanes {lanes}: busy {counters['busy_cycles']}, issued {counters['macs_issued']}, "
+          f"skipped weight {counters['macs_skipped_weight']} act {counters['macs_skipped_act']},"
+          f" {cycles} cycles in all")
+
+
+def test_saturation_and_rounding():
+    params = CoreParams(n_feat=2, n_tok=4, n_out=2)
+    x = np.array([[32767, -32768, 1, 128], [32767, 32767, -1, 384]])
+    w = np.array([[32767, 32767], [-32768, 1]])
+    compare(params, gemm_commands(params, w, x))
+
+
+def test_bad_inputs_are_counted_and_dropped():
+    params = CoreParams(n_feat=2, n_tok=4, n_out=1)
+    c = params.colors
+    cmds = [pe_model.addr(params, 6), *pe_model.load(params, [1, 2, 3]),   # last one outside X
+            pe_model.weight(params, 5, 7),                                  # slot outside X
+            pe_model._wavelet(0x7 << 28, c.weight, 1),                      # unknown opcode
+            pe_model._wavelet(1, 30),                                       # foreign color
+            pe_model.cr(params, 5),                                         # Y slot 5 > n_out
+            pe_model.read(params, 0x7FFF, 2)]      # 0x7FFF outside the map, 0x8000 is Y[0]
+    counters, _ = compare(params, cmds)
+    assert counters["errors"] == 6
+
+
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_partial_sums_of_a_middle_row(row):
+    params = CoreParams(n_feat=4, n_tok=4, n_out=2, rows=3, row=row)
+    rng = np.random.default_rng(row)
+    x = rng.integers(-200, 200, (4, 4))
+    w = rng.integers(-200, 200, (3, 4))
+    cmds = gemm_commands(params, w, x, zeros=False)
+    # Outputs 0, 1, 2 are owned by rows 0, 1, 2: the psums this row receives for each.
+    n_from_n = sum(4 for o in range(3) if 0 < row <= o % 3)
+    n_from_s = sum(4 for o in range(3) if o % 3 <= row < 2)
+    compare(params, cmds, list(rng.integers(-5000, 5000, n_from_n)),
+            list(rng.integers(-5000, 5000, n_from_s)))
