@@ -21,7 +21,7 @@ from xml.etree import ElementTree
 from . import toolchain
 from .export import export_verilog
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "Build", "Result", "build", "run"]
+__all__ = ["SIMULATORS", "BUILD_ROOT", "Build", "Result", "build", "build_once", "run"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -112,6 +112,18 @@ def build(component, *, top, sim="verilator", waves=False, root=None):
                      build_args=args, timescale=_TIMESCALE, waves=waves,
                      log_file=directory / "build.log")
     return Build(sim=sim, top=top, directory=directory, verilog=verilog, waves=waves)
+
+
+_cache = {}
+
+
+def build_once(make_component, *, key, top, sim="verilator", waves=False):
+    """:func:`build` ``make_component()`` unless this process already built ``key`` (a
+    hashable description of the design, such as its parameters as JSON) for ``sim``."""
+    index = (key, top, sim, waves)
+    if index not in _cache:
+        _cache[index] = build(make_component(), top=top, sim=sim, waves=waves)
+    return _cache[index]
 
 
 def run(built, *, module, testcase=None, params=None, name=None, seed=None, extra_env=None,

@@ -5,7 +5,7 @@ import json
 from rtl.route_table import Position, RouteTable
 from rtl.router import Router
 
-from .cocotb_run import DEFAULT_TIMEOUT, build, run
+from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "ELABORATED_ROUTES", "testbench_router",
            "run_router_tests"]
@@ -30,20 +30,14 @@ def testbench_router(**overrides):
     return Router(**params)
 
 
-_builds = {}     # one build per design, simulator and waves setting in this process
-
-
 def run_router_tests(*, sim="verilator", testcase=None, waves=False, seed=1, fuzz=None,
                      module=TEST_MODULE, extra_env=None, throughput_count=None,
                      timeout=DEFAULT_TIMEOUT, **overrides):
     """Build the testbench router for ``sim`` and run ``module`` (all tests, or one by name)."""
     router = testbench_router(**overrides)
     params = router.params()
-    key = (json.dumps(params, sort_keys=True), sim, waves)
-    if key not in _builds:
-        _builds[key] = build(router, top=f"router_q{router.n_queues}d{router.depth}", sim=sim,
-                             waves=waves)
-    built = _builds[key]
+    built = build_once(lambda: router, key=json.dumps(params, sort_keys=True),
+                       top=f"router_q{router.n_queues}d{router.depth}", sim=sim, waves=waves)
     params["seed"] = seed
     if fuzz is not None:
         params["fuzz"] = fuzz

@@ -1,0 +1,48 @@
+"""Running the tile's cocotb testbench: the design the tests use and one call to run them."""
+
+import json
+
+from rtl.core_params import CoreParams
+from rtl.numfmt import FixedPoint
+from rtl.route_table import RouteTable
+from rtl.tile import Tile
+
+from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
+
+__all__ = ["TEST_MODULE", "BENCH_MODULE", "core_params", "tile_routes", "run_tile_tests"]
+
+TEST_MODULE = "tb.tile_tests"
+BENCH_MODULE = "tb.tile_bench"
+
+
+def core_params(params):
+    """:class:`CoreParams` from the JSON form the testbench receives."""
+    params = dict(params)
+    params["fmt"] = FixedPoint(**params.get("fmt", {}))
+    return CoreParams(**{k: v for k, v in params.items()
+                         if k in ("n_feat", "n_tok", "n_out", "lanes", "fmt", "row", "rows")})
+
+
+def tile_routes(core):
+    """One tile on its own: commands and weights come in from W, replies leave on E, psums
+    arrive from N and S and leave towards them."""
+    c = core.colors
+    return RouteTable(24, {c.cmd: ("W", "R"), c.weight: ("W", "R"),
+                           c.psum_from_n: ("N", "R"), c.psum_from_s: ("S", "R"),
+                           c.psum_to_s: ("R", "S"), c.psum_to_n: ("R", "N"),
+                           c.out: ("R", "E")})
+
+
+def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1, waves=False,
+                   extra_env=None, timeout=DEFAULT_TIMEOUT, **core):
+    """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``."""
+    params = {"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, "row": 0, "rows": 1}
+    params.update(core)
+    params["fmt"] = vars(params.get("fmt", FixedPoint()))
+    cp = core_params(params)
+    top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}"
+    built = build_once(lambda: Tile(cp, routes=tile_routes(cp)),
+                       key=json.dumps(params, sort_keys=True), top=top, sim=sim, waves=waves)
+    return run(built, module=module, testcase=testcase, params={**params, "seed": seed},
+               seed=seed, name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}",
+               extra_env=extra_env, timeout=timeout)

@@ -1,0 +1,19 @@
+"""One tile (router + core) under cocotb on Verilator and Icarus, against the golden model."""
+
+import pytest
+
+from sim.tile_run import run_tile_tests
+
+from .cocotb_checks import SIMS, check
+
+
+@pytest.mark.parametrize("testcase", ["gemm_sweep", "saturation", "bad_inputs"])
+@pytest.mark.parametrize("sim", SIMS)
+def test_tile(sim, testcase, figure):
+    check(run_tile_tests(sim=sim, testcase=testcase), figure, f"{sim} tile")
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_tile_in_a_middle_row(sim, figure):
+    check(run_tile_tests(sim=sim, testcase="partial_sums", lanes=1, rows=3, row=1, n_out=4),
+          figure, f"{sim} tile row 1 of 3")
