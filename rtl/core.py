@@ -362,7 +362,8 @@ class Core(wiring.Component):
                     m.d.comb += value.eq(y_rp.data.as_signed())
                 with m.Case(2):
                     m.d.comb += value.eq(word)
-            m.d.comb += [reply.data.eq(value), reply.color.eq(p.colors.out), out.valid.eq(1)]
+            m.d.comb += [reply.data.eq(value), reply.color.eq(p.colors.out), reply.ctrl.eq(0),
+                         out.valid.eq(1)]
             with m.If(out.ready):
                 m.d.comb += [busy.eq(1), error_now[0].eq(region == 3)]
                 m.d.sync += [address.eq(address + 1), left.eq(left - 1), send.eq(0)]

@@ -101,6 +101,7 @@ class PsumEngine(wiring.Component):
         m.d.comb += [
             sent.data.eq(s2.as_signed()),
             sent.color.eq(Mux(towards_s, colors.psum_to_s, colors.psum_to_n)),
+            sent.ctrl.eq(0),
             self.y_value.eq(result),
             self.y_address.eq(slot * p.n_tok + token),
         ]

@@ -113,10 +113,20 @@ class StreamSink:
     def drive(self, cycle):
         self._ready.value = 1 if next(self._pace) else 0
 
+    def _word(self, cycle):
+        value = self._payload.value
+        if not value.is_resolvable:
+            raise StreamProtocolError(f"{self.name}: offered a payload with unknown bits "
+                                      f"{value} in cycle {cycle}")
+        return value.to_unsigned()
+
     def sample(self, cycle):
-        valid = bool(self._valid.value)
+        valid = self._valid.value
+        if not valid.is_resolvable:
+            raise StreamProtocolError(f"{self.name}: valid is {valid} in cycle {cycle}")
+        valid = bool(valid)
         if self._stalled is not None:
-            word = self._payload.value.to_unsigned() if valid else None
+            word = self._word(cycle) if valid else None
             if word != self._stalled:
                 raise StreamProtocolError(
                     f"{self.name}: offered {self._stalled:#012x} and, not taken, "
@@ -128,11 +138,11 @@ class StreamSink:
         if self.offered_since is None:
             self.offered_since = cycle
         if self._ready.value:
-            word = self._payload.value.to_unsigned()
+            word = self._word(cycle)
             self.received += 1
             self._stalled = None
             if self._on_received:
                 self._on_received(word, cycle, self.offered_since)
             self.offered_since = None
         else:
-            self._stalled = self._payload.value.to_unsigned()
+            self._stalled = self._word(cycle)
