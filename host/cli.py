@@ -91,15 +91,47 @@ def bench_router(simulator, fuzz, seed, as_json):
             figures = measure(sim=simulator, fuzz=fuzz, seed=seed)
         except RuntimeError as error:
             raise click.ClickException(str(error)) from error
+    _print_figures(figures, f"router on {simulator}", as_json)
+
+
+@bench.command("pe")
+@click.option("--sim", "simulator", type=SIMULATORS, default="verilator", show_default=True)
+@click.option("--lanes", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Tokens per cycle (a power of two dividing --tokens).")
+@click.option("--tokens", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Local tokens per core (a power of two).")
+@click.option("--weights", type=click.IntRange(min=2), default=400, show_default=True,
+              help="Weights streamed per measurement point.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
+    """Cycles per weight against activation density, zero-weight and CR cost, in RTL."""
+    from rtl.core_params import CoreParams
+    from sim.tile_bench import bench_pe as measure
+
+    try:
+        CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+    with console.status(f"PE bench on {simulator}: {lanes} lanes, {tokens} tokens"):
+        try:
+            figures = measure(sim=simulator, lanes=lanes, tokens=tokens, weights=weights,
+                              seed=seed)
+        except RuntimeError as error:
+            raise click.ClickException(str(error)) from error
+    _print_figures(figures, f"PE on {simulator}", as_json)
+
+
+def _print_figures(figures, title, as_json):
     if as_json:
         click.echo(json.dumps(figures))
         return
-    table = Table(title=f"router on {simulator}")
+    table = Table(title=title)
     table.add_column("figure")
     table.add_column("value", justify="right")
     for name, value in figures.items():
         if isinstance(value, dict):
-            value = "  ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+            value = "  ".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}"
                               for k, v in value.items())
         elif isinstance(value, float):
             value = f"{value:.3f}"

@@ -34,8 +34,10 @@ def tile_routes(core):
 
 
 def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1, waves=False,
-                   extra_env=None, timeout=DEFAULT_TIMEOUT, **core):
-    """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``."""
+                   extra_env=None, timeout=DEFAULT_TIMEOUT, weights=None, **core):
+    """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``.
+
+    ``weights`` (the bench's stream length) only reaches the testbench."""
     params = {"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, "row": 0, "rows": 1}
     params.update(core)
     params["fmt"] = vars(params.get("fmt", FixedPoint()))
@@ -43,6 +45,7 @@ def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1
     top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}"
     built = build_once(lambda: Tile(cp, routes=tile_routes(cp)),
                        key=json.dumps(params, sort_keys=True), top=top, sim=sim, waves=waves)
-    return run(built, module=module, testcase=testcase, params={**params, "seed": seed},
+    extra = {"seed": seed} if weights is None else {"seed": seed, "weights": weights}
+    return run(built, module=module, testcase=testcase, params={**params, **extra},
                seed=seed, name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}",
                extra_env=extra_env, timeout=timeout)

@@ -1,0 +1,113 @@
+"""cocotb module that measures one tile's core: what a weight costs, what a CR costs.
+
+Run by ``wse bench pe`` (through :mod:`sim.tile_bench`). Weights stream in from W at full rate;
+a weight's cost is measured where the host sees it, as the spacing of accepted weights at the W
+port over a long stream, and cross-checked with the core's own ``busy_cycles``. Every phase also
+goes through the golden model (outputs and counters must agree). Figures are written as JSON to
+``WSE_BENCH_OUT``.
+"""
+
+import json
+import os
+
+import cocotb
+import numpy as np
+
+from fabric import pe_model
+from rtl.wavelet import Direction
+from sim.tile_run import core_params
+
+from .tile_tb import TileTB, load_params
+
+DENSITIES = (1.0, 0.75, 0.5, 0.25, 0.05)
+FILL = 16      # commands that can sit in the router queue and the core's FIFO
+
+
+def spaced_activations(core, rng, nonzero):
+    """``X`` whose every slot has ``nonzero`` nonzero tokens, spread evenly over the banks."""
+    x = np.zeros((core.n_feat, core.n_tok), dtype=np.int64)
+    for f in range(core.n_feat):
+        banks = [list(rng.permutation(range(b, core.n_tok, core.lanes)))
+                 for b in range(core.lanes)]
+        tokens = [banks[k % core.lanes][k // core.lanes] for k in range(nonzero)]
+        x[f, tokens] = rng.integers(1, 200, nonzero) * rng.choice([-1, 1], nonzero)
+    return x
+
+
+async def stream_cost(tb, commands):
+    """Send ``commands``; return (cycles per command at the W port, busy cycles per command)."""
+    before_busy = (await tb.check_counters())["busy_cycles"]
+    mark = len(tb.accepted[Direction.W])
+    await tb.phase(commands)
+    # Steady state: skip the first commands, which only fill the router queue and core FIFO.
+    cycles = tb.accepted[Direction.W][mark + FILL:]
+    busy = (await tb.check_counters())["busy_cycles"] - before_busy
+    # The READ of the counters itself costs 2 cycles per counter word.
+    busy -= 2 * len(pe_model.COUNTERS)
+    return (cycles[-1] - cycles[0]) / (len(cycles) - 1), busy / len(commands)
+
+
+@cocotb.test()
+async def pe_figures(dut):
+    params = load_params()
+    core = core_params(params)
+    rng = np.random.default_rng(params.get("seed", 1))
+    n = int(params.get("weights", 400))
+    tb = TileTB(dut, core)
+    await tb.start()
+    figures = {"lanes": core.lanes, "n_tok": core.n_tok, "weights_per_point": n,
+               "cycles_per_weight": {}, "busy_cycles_per_weight": {}, "nonzero_per_slot": {},
+               "ideal_cycles_per_weight": {}, "fixed_overhead_cycles": {}}
+    for density in DENSITIES:
+        nonzero = max(1, round(density * core.n_tok))
+        x = spaced_activations(core, rng, nonzero)
+        await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
+        weights = [pe_model.weight(core, int(v), int(f)) for v, f in
+                   zip(rng.integers(1, 300, n), rng.integers(0, core.n_feat, n))]
+        measured, busy = await stream_cost(tb, weights)
+        ideal = nonzero / core.lanes
+        key = f"{density:.2f}"
+        figures["nonzero_per_slot"][key] = nonzero
+        figures["cycles_per_weight"][key] = round(measured, 3)
+        figures["busy_cycles_per_weight"][key] = round(busy, 3)
+        figures["ideal_cycles_per_weight"][key] = ideal
+        figures["fixed_overhead_cycles"][key] = round(measured - ideal, 3)
+
+    zero_weights = [pe_model.weight(core, 0, int(f)) for f in rng.integers(0, core.n_feat, n)]
+    figures["zero_weight_cycles"], _ = await stream_cost(tb, zero_weights)
+
+    # CR overhead: the same weights with a CR after every `per_output` of them, and with only
+    # the final CR (both end by draining one reduction). Enough weights per output that the
+    # partial-sum engine (2 cycles a token) keeps up.
+    x = spaced_activations(core, rng, core.n_tok)
+    await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
+    per_output = max(2, -(-(2 * core.n_tok + 4) * core.lanes // core.n_tok))
+    outputs = core.n_out * 4
+    weights = [pe_model.weight(core, int(v), int(f)) for v, f in
+               zip(rng.integers(1, 300, per_output * outputs),
+                   rng.integers(0, core.n_feat, per_output * outputs))]
+    plain = await _elapsed(tb, weights + [pe_model.cr(core, 0)])
+    with_cr = []
+    for o in range(outputs):
+        with_cr += weights[o * per_output:(o + 1) * per_output]
+        with_cr.append(pe_model.cr(core, o % core.n_out))
+    crs = await _elapsed(tb, with_cr)
+    figures["cr_overhead_cycles"] = round((crs - plain) / (outputs - 1), 3)
+    figures["weights_per_output_in_cr_test"] = per_output
+
+    counters = await tb.check_counters()
+    figures["macs_issued"] = counters["macs_issued"]
+    figures["macs_skipped_weight"] = counters["macs_skipped_weight"]
+    figures["macs_skipped_act"] = counters["macs_skipped_act"]
+    figures["macs_skipped"] = counters["macs_skipped_weight"] + counters["macs_skipped_act"]
+    with open(os.environ["WSE_BENCH_OUT"], "w") as file:
+        json.dump(figures, file, indent=2)
+
+
+async def _elapsed(tb, commands):
+    """Cycles from the first command accepted at W to the last one processed (its READ)."""
+    mark = len(tb.accepted[Direction.W])
+    await tb.phase(commands)
+    first = tb.accepted[Direction.W][mark]
+    await tb.check_counters()          # returns once the core has finished everything before
+    return tb.cycle - first
