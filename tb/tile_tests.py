@@ -73,7 +73,13 @@ async def saturation(dut):
     await tb.phase(gemm(core, w, x, explicit_zeros=False))
     counters = await tb.check_counters()
     assert counters["overflow"] == 1 and int(dut.overflow.value) == 1
-    cocotb.log.info("saturation: bit-exact, overflow flagged; cycle %d", tb.cycle)
+    # Sums exactly halfway between two results (round half to even, frac_bits 8).
+    halves = np.resize([1, 3, 5, -1, -3, -5, 2, 7], (core.n_feat, core.n_tok))
+    await tb.phase(gemm(core, np.full((1, core.n_feat), 0) + np.eye(1, core.n_feat, dtype=int)
+                        * 128, halves, explicit_zeros=False))
+    await tb.check_counters()
+    cocotb.log.info("saturation and half-way rounding: bit-exact, overflow flagged; cycle %d",
+                    tb.cycle)
 
 
 @cocotb.test()

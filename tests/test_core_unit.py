@@ -65,6 +65,17 @@ def test_saturation_and_rounding():
     compare(params, gemm_commands(params, w, x))
 
 
+def test_requantisation_rounds_half_to_even():
+    """Sums exactly halfway between two results: 0.5, 1.5, 2.5, -0.5, -1.5, -2.5 (frac 8)."""
+    params = CoreParams(n_feat=1, n_tok=8, n_out=1)
+    x = np.array([[1, 3, 5, -1, -3, -5, 2, 7]])
+    w = np.array([[128]])
+    compare(params, gemm_commands(params, w, x))
+    model = pe_model.CoreModel(params)
+    model.run(gemm_commands(params, w, x))
+    assert list(model.y[0]) == [0, 2, 2, 0, -2, -2, 1, 4]
+
+
 def test_bad_inputs_are_counted_and_dropped():
     params = CoreParams(n_feat=2, n_tok=4, n_out=1)
     c = params.colors
