@@ -21,8 +21,8 @@ Decoding choices where ``docs/pe.md`` is silent: a control opcode acts the same 
 ``weight``; operands are the low ``fmt.width`` bits of the data, sign-extended; a psum is the low
 ``fmt.acc_width`` bits, sign-extended (the ctrl bit of a psum wavelet is ignored); an AXPY with a
 bad slot is an error even when its weight is 0; a dropped command costs 1 cycle and has no other
-effect (a dropped CR leaves the accumulators alone and takes no psums); a READ of length 0 costs 1
-cycle; READ addresses and the load pointer wrap at 16 bits.
+effect (a dropped CR leaves the accumulators alone and takes no psums); a READ costs 1 + 2 per
+word; READ addresses and the load pointer wrap at 16 bits.
 """
 
 import operator
@@ -167,8 +167,9 @@ class CoreModel:
         for i, (d, col, k) in enumerate(zip(data, color, ctrl)):
             if col in (c.cmd, c.weight):
                 self._command(i, d, col, k)
-            elif col not in self._psums:
+            elif col not in self._psums:        # a foreign color: dropped in order, 1 cycle
                 self._fail()
+                self.counters["busy_cycles"] += 1
         self.counters["wavelets_in"] = (self._in_base + len(words) + len(psum_from_n)
                                         + len(psum_from_s))
         for col, queue in self._psums.items():
@@ -226,7 +227,7 @@ class CoreModel:
             if word is None:
                 self._fail()
             self._send(self.params.colors.out, word or 0)
-        return max(1, 2 * length)
+        return 1 + 2 * length
 
     def _word(self, address: int, snapshot: dict[str, int]) -> int | None:
         """The 32-bit word at ``address``, or ``None`` outside the map."""

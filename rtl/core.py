@@ -21,8 +21,9 @@ def _popcount(value):
 class Core(wiring.Component):
     """The core behind a router's ramp (the contract is ``docs/pe.md``).
 
-    Wavelets arrive on ``i`` and are sorted by color into a command FIFO (``cmd`` and ``weight``
-    colors, in order) and two psum FIFOs; other colors are dropped as errors. Commands run one
+    Wavelets arrive on ``i`` and are sorted by color into two psum FIFOs and a command FIFO
+    (every other color, in order; a color other than ``cmd`` and ``weight`` is dropped as an
+    error when it reaches the head). Commands run one
     at a time: ADDR, LOAD, READ, AXPY, CR. An AXPY walks the nonzero tokens of its slot, ``lanes``
     banks in parallel, one token per bank per cycle, through a :class:`~rtl.mac.Mac` per bank;
     a zero weight costs one cycle and no multiply. A CR hands the accumulators to the
@@ -74,23 +75,21 @@ class Core(wiring.Component):
         p, fmt, colors = self.params, self.params.fmt, self.params.colors
         lanes, tpb, n_tok = p.lanes, p.tpb, p.n_tok
         counters = {name: Signal(32, name=name) for name in COUNTERS}
-        error_now = Signal(2)          # errors found this cycle (at most two sources)
+        error_now = Signal(1)          # an error found this cycle
 
         # -- input sorting ------------------------------------------------------------------
         cmdq = m.submodules.cmd_fifo = SyncFIFO(width=WAVELET_BITS, depth=self.cmd_depth)
         pnq = m.submodules.psum_n_fifo = SyncFIFO(width=32, depth=self.psum_depth)
         psq = m.submodules.psum_s_fifo = SyncFIFO(width=32, depth=self.psum_depth)
         color = self.i.payload.color
-        to_cmd = (color == colors.cmd) | (color == colors.weight)
         to_n, to_s = color == colors.psum_from_n, color == colors.psum_from_s
+        to_cmd = ~to_n & ~to_s          # foreign colors too: dropped in order, at dispatch
         m.d.comb += [
             cmdq.w_data.eq(self.i.payload), cmdq.w_en.eq(self.i.valid & to_cmd),
             pnq.w_data.eq(self.i.payload.data), pnq.w_en.eq(self.i.valid & to_n),
             psq.w_data.eq(self.i.payload.data), psq.w_en.eq(self.i.valid & to_s),
-            self.i.ready.eq(Mux(to_cmd, cmdq.w_rdy,
-                                Mux(to_n, pnq.w_rdy, Mux(to_s, psq.w_rdy, 1)))),
+            self.i.ready.eq(Mux(to_cmd, cmdq.w_rdy, Mux(to_n, pnq.w_rdy, psq.w_rdy))),
         ]
-        foreign = self.i.valid & ~to_cmd & ~to_n & ~to_s
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += counters["wavelets_in"].eq(counters["wavelets_in"] + 1)
 
@@ -118,7 +117,8 @@ class Core(wiring.Component):
         arg = ctrl.arg
         is_weight = head.color == colors.weight
         is_data = ~head.ctrl
-        value = head.data[:fmt.width].as_signed()
+        value = fmt.operand_from_bits(head.data)
+        zero_value = fmt.is_zero(value)
         slot = head.data[16:32]
         op = ctrl.op.as_value()
         pop = Signal()
@@ -174,7 +174,9 @@ class Core(wiring.Component):
                               rd_word, rd_bank, rd_region, rd_active, read_out, xs, y_rp,
                               busy, stall, error_now)
         with m.Elif(cmdq.r_rdy):
-            with m.If(is_data & ~is_weight):                                      # LOAD
+            with m.If((head.color != colors.cmd) & ~is_weight):                   # foreign
+                m.d.comb += [pop.eq(1), busy.eq(1), error_now[0].eq(1)]
+            with m.Elif(is_data & ~is_weight):                                    # LOAD
                 m.d.comb += [pop.eq(1), busy.eq(1)]
                 m.d.sync += ptr.eq(ptr + 1)
                 with m.If(ptr < n_x):
@@ -190,11 +192,11 @@ class Core(wiring.Component):
                             ]
                             bit = Const(1, tpb) << index
                             m.d.comb += masks[b][1].data.eq(
-                                Mux(value != 0, masks[b][0].data | bit, masks[b][0].data & ~bit))
+                                Mux(zero_value, masks[b][0].data & ~bit, masks[b][0].data | bit))
                 with m.Else():
                     m.d.comb += error_now[0].eq(1)
             with m.Elif(is_data):                                                 # AXPY
-                self._axpy(m, p, counters, value, slot, active, remaining, masks, xs,
+                self._axpy(m, p, counters, value, zero_value, slot, active, remaining, masks, xs,
                            s1_valid, s1_index, s1_weight, s1_buf, buf, pop, busy, error_now)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
@@ -207,8 +209,7 @@ class Core(wiring.Component):
                     m.d.sync += [rd_address.eq(arg[:16]), rd_left.eq(arg[16:28]),
                                  rd_active.eq(arg[16:28] != 0), rd_send.eq(0)]
                     m.d.sync += [rd_snapshot[n].eq(counters[n]) for n in rd_snapshot]
-                    with m.If(arg[16:28] == 0):
-                        m.d.comb += busy.eq(1)
+                    m.d.comb += busy.eq(1)
             with m.Elif(op == ControlOp.CR.value):
                 owner = arg % p.rows
                 with m.If((owner == p.row) & (arg // p.rows >= p.n_out)):
@@ -273,21 +274,19 @@ class Core(wiring.Component):
             m.d.sync += counters["wavelets_out"].eq(counters["wavelets_out"] + 1)
 
         # -- counters and flags -----------------------------------------------------------------
-        m.d.comb += error_now[1].eq(foreign)
         with m.If(busy):
             m.d.sync += counters["busy_cycles"].eq(counters["busy_cycles"] + 1)
         with m.If(stall):
             m.d.sync += counters["stall_cycles"].eq(counters["stall_cycles"] + 1)
         with m.If(error_now.any()):
-            m.d.sync += [counters["errors"].eq(counters["errors"] + error_now[0] + error_now[1]),
-                         self.error.eq(1)]
+            m.d.sync += [counters["errors"].eq(counters["errors"] + 1), self.error.eq(1)]
         with m.If(Cat(*(mac.overflow for mac in macs), engine.overflow).any()):
             m.d.sync += [counters["overflow"].eq(1), self.overflow.eq(1)]
         self._counters = counters
         return m
 
-    def _axpy(self, m, p, counters, value, slot, active, remaining, masks, xs, s1_valid,
-              s1_index, s1_weight, s1_buf, buf, pop, busy, error_now):
+    def _axpy(self, m, p, counters, value, zero_value, slot, active, remaining, masks, xs,
+              s1_valid, s1_index, s1_weight, s1_buf, buf, pop, busy, error_now):
         """One cycle of an AXPY: issue the lowest remaining nonzero token of every bank."""
         tpb = p.tpb
         m.d.comb += busy.eq(1)
@@ -298,7 +297,7 @@ class Core(wiring.Component):
             for b in range(p.lanes):
                 row = masks[b][0].data
                 candidates = Signal(tpb, name=f"cand{b}")
-                m.d.comb += candidates.eq(Mux(active, remaining[b], Mux(value != 0, row, 0)))
+                m.d.comb += candidates.eq(Mux(active, remaining[b], Mux(zero_value, 0, row)))
                 lowest = (candidates & (~candidates + 1))[:tpb]
                 index = Signal(range(tpb), name=f"issue_index{b}")
                 for i in reversed(range(tpb)):
@@ -318,7 +317,7 @@ class Core(wiring.Component):
                 m.d.sync += active.eq(1)
             with m.If(~active):
                 nonzero = sum(_popcount(masks[b][0].data) for b in range(p.lanes))
-                with m.If(value != 0):
+                with m.If(~zero_value):
                     m.d.sync += [
                         counters["macs_issued"].eq(counters["macs_issued"] + nonzero),
                         counters["macs_skipped_act"].eq(

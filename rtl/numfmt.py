@@ -25,24 +25,25 @@ class FixedPoint:
     Parameters
     ----------
     width : int
-        Operand width, 2..32 (16 by default: int16).
+        Operand width, 2..31 (16 by default: int16).
     frac_bits : int
         Fraction bits of operands, ``0 .. width - 1`` (8 by default). Products and accumulators
         carry ``2 * frac_bits``.
     acc_width : int
-        Accumulator width, ``2 * width .. 64`` (32 by default).
+        Accumulator width, ``2 * width .. 62`` (32 by default; the golden model computes in
+        ``int64`` and must not wrap).
     """
 
     def __init__(self, *, width=16, frac_bits=8, acc_width=32):
         width = operator.index(width)
-        if not 2 <= width <= 32:
-            raise ValueError(f"Operand width must be an integer in 2..32, not {width!r}")
+        if not 2 <= width <= 31:
+            raise ValueError(f"Operand width must be an integer in 2..31, not {width!r}")
         frac_bits = operator.index(frac_bits)
         if not 0 <= frac_bits < width:
             raise ValueError(f"frac_bits must be an integer in 0..{width - 1}, not {frac_bits!r}")
         acc_width = operator.index(acc_width)
-        if not 2 * width <= acc_width <= 64:
-            raise ValueError(f"acc_width must be an integer in {2 * width}..64, "
+        if not 2 * width <= acc_width <= 62:
+            raise ValueError(f"acc_width must be an integer in {2 * width}..62, "
                              f"not {acc_width!r}")
         self.width = width
         self.frac_bits = frac_bits
@@ -89,6 +90,14 @@ class FixedPoint:
         return (1 << (self.acc_width - 1)) - 1
 
     # Hardware ------------------------------------------------------------------------------------
+
+    def operand_from_bits(self, bits):
+        """The operand carried in the low bits of a wavelet's data."""
+        return bits[:self.width].as_signed()
+
+    def acc_from_bits(self, bits):
+        """The accumulator value carried in the low bits of a wavelet's data (a psum)."""
+        return bits[:self.acc_width].as_signed()
 
     def is_zero(self, value):
         return value == 0

@@ -89,8 +89,8 @@ class PsumEngine(wiring.Component):
             self.acc_index.eq(token // p.lanes),
         ]
 
-        from_n = self.psum_n.payload[:fmt.acc_width].as_signed()
-        from_s = self.psum_s.payload[:fmt.acc_width].as_signed()
+        from_n = fmt.acc_from_bits(self.psum_n.payload)
+        from_s = fmt.acc_from_bits(self.psum_s.payload)
         s1, over1 = fmt.accumulate(self.acc_data, Mux(need_n, from_n, 0))
         s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0))
         result, over_q = fmt.requantise(s2)

@@ -42,8 +42,8 @@ async def stream_cost(tb, commands):
     # Steady state: skip the first commands, which only fill the router queue and core FIFO.
     cycles = tb.accepted[Direction.W][mark + FILL:]
     busy = (await tb.check_counters())["busy_cycles"] - before_busy
-    # The READ of the counters itself costs 2 cycles per counter word.
-    busy -= 2 * len(pe_model.COUNTERS)
+    # The READ of the counters itself costs 1 + 2 cycles per counter word.
+    busy -= 1 + 2 * len(pe_model.COUNTERS)
     return (cycles[-1] - cycles[0]) / (len(cycles) - 1), busy / len(commands)
 
 
@@ -94,6 +94,27 @@ async def pe_figures(dut):
     crs = await _elapsed(tb, with_cr)
     figures["cr_overhead_cycles"] = round((crs - plain) / (outputs - 1), 3)
     figures["weights_per_output_in_cr_test"] = per_output
+    # The other regime: CRs back to back, so the partial-sum engine sets the pace.
+    back_to_back = await _elapsed(tb, [pe_model.cr(core, o % core.n_out) for o in range(outputs)])
+    single = await _elapsed(tb, [pe_model.cr(core, 0)])
+    figures["psum_engine_cycles_per_output"] = round((back_to_back - single) / (outputs - 1), 3)
+
+    # Nonzeros at random tokens rather than spread over the banks: the busiest bank sets the pace.
+    density = 0.25
+    x = np.zeros((core.n_feat, core.n_tok), dtype=np.int64)
+    for f in range(core.n_feat):
+        tokens = rng.choice(core.n_tok, round(density * core.n_tok), replace=False)
+        x[f, tokens] = rng.integers(1, 200, tokens.size)
+    await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
+    weights = [pe_model.weight(core, int(v), int(f)) for v, f in
+               zip(rng.integers(1, 300, n), rng.integers(0, core.n_feat, n))]
+    measured, _ = await stream_cost(tb, weights)
+    figures["random_placement"] = {
+        "density": density, "cycles_per_weight": round(measured, 3),
+        "ideal_cycles_per_weight": density * core.n_tok / core.lanes,
+        "model_cycles_per_weight": round(float(np.mean([
+            pe_model.axpy_cycles(core, x[int(pe_model.unpack(w)[0] >> 16)] != 0)
+            for w in weights[FILL:]])), 3)}
 
     counters = await tb.check_counters()
     figures["macs_issued"] = counters["macs_issued"]

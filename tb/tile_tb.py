@@ -22,7 +22,8 @@ from .streams import StreamSink, StreamSource, always
 __all__ = ["TileStuck", "TileTB", "load_params"]
 
 PORTS = (Direction.N, Direction.E, Direction.S, Direction.W)
-TIMED = {"wavelets_in", "stall_cycles"}     # their value at a READ depends on timing
+#: Depends on timing (waits). ``wavelets_in`` is compared: phases end with every input taken.
+TIMED = {"stall_cycles"}
 
 
 class TileStuck(AssertionError):
@@ -90,7 +91,7 @@ class TileTB:
 
     async def check_counters(self):
         """READ the counter block through the fabric; compare with the model (all but the
-        timing-dependent ``wavelets_in`` and ``stall_cycles``). Returns the tile's counters."""
+        timing-dependent ``stall_cycles``). Returns the tile's counters."""
         want, got = await self._exchange([pe_model.read(self.core, COUNTER_BASE,
                                                         len(COUNTERS))], (), ())
         model = dict(zip(COUNTERS, want[Direction.E]))

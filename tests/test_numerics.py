@@ -45,9 +45,11 @@ def test_operand_range_is_checked():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"width": 1}, r"^Operand width must be an integer in 2\.\.32, not 1$"),
+    ({"width": 1}, r"^Operand width must be an integer in 2\.\.31, not 1$"),
+    ({"width": 32}, r"^Operand width must be an integer in 2\.\.31, not 32$"),
+    ({"width": 24, "acc_width": 64}, r"^acc_width must be an integer in 48\.\.62, not 64$"),
     ({"frac_bits": 16}, r"^frac_bits must be an integer in 0\.\.15, not 16$"),
-    ({"acc_width": 24}, r"^acc_width must be an integer in 32\.\.64, not 24$"),
+    ({"acc_width": 24}, r"^acc_width must be an integer in 32\.\.62, not 24$"),
 ])
 def test_format_parameters_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -158,11 +158,11 @@ def test_read_x_y_and_counters():
                  read(p, Y_BASE + 4, 4), read(p, COUNTER_BASE, len(COUNTERS))])
     assert out[C.out][:8] == u32([1, -1, 0, 32767, -32768, 5, 6, 7])
     assert out[C.out][8:12] == u32(x[1])
-    busy = 1 + 8 + 4 + 1 + 2 * 8 + 2 * 4
+    busy = 1 + 8 + 4 + 1 + (1 + 2 * 8) + (1 + 2 * 4)
     assert dict(zip(COUNTERS, out[C.out][12:])) == {
         "busy_cycles": busy, "macs_issued": 4, "macs_skipped_weight": 0, "macs_skipped_act": 0,
         "wavelets_in": 14, "wavelets_out": 12, "stall_cycles": 0, "errors": 0, "overflow": 0}
-    assert m.counters["busy_cycles"] == busy + 2 * 9 and m.counters["wavelets_out"] == 21
+    assert m.counters["busy_cycles"] == busy + 1 + 2 * 9 and m.counters["wavelets_out"] == 21
 
 
 def test_read_outside_the_map_reads_zero_and_counts_an_error_per_word():
@@ -173,7 +173,7 @@ def test_read_outside_the_map_reads_zero_and_counts_an_error_per_word():
     # X[7], X[8]; Y[1][3], Y[2][0]; errors (2 so far), overflow, 0xFF09, 0xFF0A; 0xFFFF, X[0]
     assert out[C.out] == [8, 0, 0, 0, 2, 0, 0, 0, 0, 1]
     assert m.counters["errors"] == 1 + 1 + 2 + 1 and m.error
-    assert m.counters["busy_cycles"] == 9 + 2 * 10 + 1
+    assert m.counters["busy_cycles"] == 9 + (5 + 2 * 10)      # five READs of 1 + 2 per word
 
 
 # Errors and other commands ------------------------------------------------------------------------
@@ -215,7 +215,8 @@ def test_foreign_colors_are_dropped_and_switch_commands_are_no_ops():
               for color in (C.cmd, C.weight)]
     m.run([raw(1, 3), raw(2, C.out), *switch, raw(5 << 28 | 1, C.weight, 1), *load(p, [9])])
     assert m.counters["errors"] == 2 and m.counters["wavelets_in"] == 12
-    assert m.counters["busy_cycles"] == 8 + 1 + 1 and m.x[0].tolist() == [0, 9]
+    # 2 foreign colors (1 cycle each), 8 switch no-ops, ADDR 1 (on the weight color), 1 LOAD
+    assert m.counters["busy_cycles"] == 2 + 8 + 1 + 1 and m.x[0].tolist() == [0, 9]
 
 
 # Parameters and builders --------------------------------------------------------------------------
