@@ -239,16 +239,16 @@ class Core(wiring.Component):
                 engine_owns = engine.busy & (buf != k)
                 with m.If(mac_reads):
                     m.d.comb += [rp.addr.eq(s1_index[b]), rp.en.eq(1)]
-                with m.Elif(engine_owns & engine.acc_read & (engine.acc_bank == b)):
-                    m.d.comb += [rp.addr.eq(engine.acc_index), rp.en.eq(1)]
+                with m.Elif(engine_owns & engine.acc_read & (engine.read_bank == b)):
+                    m.d.comb += [rp.addr.eq(engine.read_index), rp.en.eq(1)]
                 with m.If(mac_writes):
                     m.d.comb += [wp.addr.eq(s2_index[b]), wp.data.eq(mac.sum), wp.en.eq(1)]
-                with m.Elif(engine_owns & engine.acc_clear & (engine.acc_bank == b)):
-                    m.d.comb += [wp.addr.eq(engine.acc_index), wp.data.eq(0), wp.en.eq(1)]
+                with m.Elif(engine_owns & engine.acc_clear & (engine.clear_bank == b)):
+                    m.d.comb += [wp.addr.eq(engine.clear_index), wp.data.eq(0), wp.en.eq(1)]
             m.d.comb += mac.acc.eq(Mux(s2_buf, accs[b][1][0].data, accs[b][0][0].data))
         m.d.comb += engine.acc_data.eq(
             Array(Mux(buf, accs[b][0][0].data, accs[b][1][0].data) for b in range(lanes))
-            [engine.acc_bank])
+            [engine.clear_bank])
 
         # -- partial-sum engine connections ---------------------------------------------------
         m.d.comb += [

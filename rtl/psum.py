@@ -13,14 +13,15 @@ __all__ = ["PsumEngine"]
 class PsumEngine(wiring.Component):
     """Reduces one retired accumulator buffer for output feature ``o`` (``docs/pe.md``).
 
-    On ``start`` it latches ``o`` and the retired buffer, spends one cycle working out its role
-    (owner row ``o % rows``, result slot ``o // rows``), then for each token ``t`` in order:
-    reads ``ACC[t]`` (one cycle), adds the psums it needs from the north and south FIFOs
-    (saturating), and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
-    row, requantises it into ``Y[slot][t]``; ``ACC[t]`` is then zeroed.
+    On ``start`` it latches ``o``, spends one cycle working out its role (owner row
+    ``o % rows``, result slot ``o // rows``), then streams the tokens in order through two
+    stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
+    FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
+    row, requantises it into ``Y[slot][t]``, zeroing ``ACC[t]``. The next token is read while
+    one is added, unless the add waits (its data must hold in the read port).
 
-    Latency: 2 cycles from ``start`` to the first read. Throughput: one token every 2 cycles
-    while its inputs and the output are ready. The core checks a CR before starting the engine
+    Latency: 2 cycles from ``start`` to the first read. Throughput: one token per cycle while
+    its inputs and the output are ready, so ``n_tok + 3`` cycles an output. The core checks a CR before starting the engine
     (a slot outside ``Y`` is an error there), and starts it only while ``busy`` is low.
 
     Members
@@ -31,12 +32,13 @@ class PsumEngine(wiring.Component):
         The output feature of that reduction.
     busy : Out(1)
         A reduction is in progress.
-    acc_read, acc_bank, acc_index : Out
-        Read the retired buffer's accumulator of token ``acc_index * lanes + acc_bank``.
+    acc_read, read_bank, read_index : Out
+        Read the retired buffer's accumulator of token ``read_index * lanes + read_bank``.
     acc_data : In(fmt.acc_shape)
-        That accumulator, the cycle after the read (held until the next read).
-    acc_clear : Out(1)
-        Write zero to the accumulator at ``acc_bank`` / ``acc_index``.
+        The accumulator of the token in ``add`` (bank ``clear_bank``): read the cycle before
+        and held by its bank's read port until that bank is read again.
+    acc_clear, clear_bank, clear_index : Out
+        Write zero to the accumulator of the token in ``add`` as it completes.
     psum_n, psum_s : In(stream.Signature(32))
         Psums from the north and the south neighbour, in token order.
     out : Out(stream.Signature(Wavelet))
@@ -56,11 +58,13 @@ class PsumEngine(wiring.Component):
             "start":     In(1),
             "o":         In(28),
             "busy":      Out(1),
-            "acc_read":  Out(1),
-            "acc_bank":  Out(range(params.lanes)),
-            "acc_index": Out(range(params.tpb)),
-            "acc_data":  In(fmt.acc_shape),
-            "acc_clear": Out(1),
+            "acc_read":    Out(1),
+            "read_bank":   Out(range(params.lanes)),
+            "read_index":  Out(range(params.tpb)),
+            "acc_data":    In(fmt.acc_shape),
+            "acc_clear":   Out(1),
+            "clear_bank":  Out(range(params.lanes)),
+            "clear_index": Out(range(params.tpb)),
             "psum_n":    In(stream.Signature(32)),
             "psum_s":    In(stream.Signature(32)),
             "out":       Out(stream.Signature(Wavelet)),
@@ -76,17 +80,20 @@ class PsumEngine(wiring.Component):
         colors = p.colors
 
         o = Signal(28)
-        owner_row = Signal(range(p.rows))
         slot = Signal(28)
         need_n = Signal()
         need_s = Signal()
         is_owner = Signal()
         towards_s = Signal()
-        token = Signal(range(p.n_tok))
+        read_token = Signal(range(p.n_tok + 1))      # next token to read (n_tok: all read)
+        add_token = Signal(range(p.n_tok))           # token in the add stage
+        add_valid = Signal()
 
         m.d.comb += [
-            self.acc_bank.eq(token % p.lanes),
-            self.acc_index.eq(token // p.lanes),
+            self.read_bank.eq(read_token % p.lanes),
+            self.read_index.eq(read_token // p.lanes),
+            self.clear_bank.eq(add_token % p.lanes),
+            self.clear_index.eq(add_token // p.lanes),
         ]
 
         from_n = fmt.acc_from_bits(self.psum_n.payload)
@@ -103,34 +110,30 @@ class PsumEngine(wiring.Component):
             sent.color.eq(Mux(towards_s, colors.psum_to_s, colors.psum_to_n)),
             sent.ctrl.eq(0),
             self.y_value.eq(result),
-            self.y_address.eq(slot * p.n_tok + token),
+            self.y_address.eq(slot * p.n_tok + add_token),
         ]
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [o.eq(self.o), token.eq(0)]
+                    m.d.sync += [o.eq(self.o), read_token.eq(0), add_valid.eq(0)]
                     m.next = "ROLE"
             with m.State("ROLE"):
                 m.d.comb += self.busy.eq(1)
                 owner = o % p.rows
                 m.d.sync += [
-                    owner_row.eq(owner),
                     slot.eq(o // p.rows),
                     need_n.eq((p.row > 0) & (p.row <= owner)),
                     need_s.eq((p.row < p.rows - 1) & (p.row >= owner)),
                     is_owner.eq(owner == p.row),
                     towards_s.eq(p.row < owner),
                 ]
-                m.next = "READ"
-            with m.State("READ"):
-                m.d.comb += [self.busy.eq(1), self.acc_read.eq(1)]
-                m.next = "ADD"
-            with m.State("ADD"):
+                m.next = "RUN"
+            with m.State("RUN"):
                 m.d.comb += [
                     self.busy.eq(1),
-                    self.out.valid.eq(inputs_ready & ~is_owner),
-                    fire.eq(inputs_ready & (is_owner | self.out.ready)),
+                    self.out.valid.eq(add_valid & inputs_ready & ~is_owner),
+                    fire.eq(add_valid & inputs_ready & (is_owner | self.out.ready)),
                 ]
                 with m.If(fire):
                     m.d.comb += [
@@ -140,9 +143,13 @@ class PsumEngine(wiring.Component):
                         self.y_write.eq(is_owner),
                         self.overflow.eq(over1 | over2 | (is_owner & over_q)),
                     ]
-                    m.d.sync += token.eq(token + 1)
-                    with m.If(token == p.n_tok - 1):
+                read = (read_token < p.n_tok) & (~add_valid | fire)
+                with m.If(read):
+                    m.d.comb += self.acc_read.eq(1)
+                    m.d.sync += [read_token.eq(read_token + 1), add_token.eq(read_token),
+                                 add_valid.eq(1)]
+                with m.Elif(fire):
+                    m.d.sync += add_valid.eq(0)
+                    with m.If(read_token == p.n_tok):
                         m.next = "IDLE"
-                    with m.Else():
-                        m.next = "READ"
         return m
