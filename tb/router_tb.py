@@ -11,13 +11,10 @@ has arrived and the router is quiet. A watchdog bounds every phase: when no wave
 import json
 import os
 
-import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
-
 from rtl.route_table import Position, RouteTable
 from rtl.wavelet import CONFIG, WAVELET, Direction
 
+from .clocked import ClockedTB
 from .router_model import RouterModel
 from .scoreboard import Scoreboard
 from .streams import StreamSink, StreamSource, always
@@ -39,7 +36,7 @@ def _describe(word):
     return f"color {int(fields['color'])}{' (ctrl)' if fields['ctrl'] else ''}"
 
 
-class RouterTB:
+class RouterTB(ClockedTB):
     """Test harness around one router DUT.
 
     Parameters
@@ -56,10 +53,9 @@ class RouterTB:
     """
 
     def __init__(self, dut, params, *, idle=None, backpressure=None, watchdog=2000):
-        self.dut = dut
+        super().__init__(dut)
         self.params = params
         self.watchdog = watchdog
-        self.cycle = 0
         self._moved = 0
         self.n_colors = params.get("n_colors", 24)
         self.cfg_color = params.get("cfg_color", 31)
@@ -82,7 +78,7 @@ class RouterTB:
                                     backpressure=backpressure(d) if backpressure else always(),
                                     on_received=self._make_receiver(d))
                       for d in Direction}
-        self._models = [*self.sources.values(), *self.sinks.values()]
+        self.models = [*self.sources.values(), *self.sinks.values()]
 
     def _sent(self, word, cycle):
         self._accepted[word] = cycle
@@ -103,25 +99,6 @@ class RouterTB:
             self.sources[d]._idle = idle(d) if idle else always()
             self.sinks[d]._pace = backpressure(d) if backpressure else always()
 
-    # -- clock and reset ----------------------------------------------------------------------
-
-    async def start(self):
-        """Start the clock and hold reset for a few cycles."""
-        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
-        self.dut.rst.value = 1
-        for _ in range(3):
-            await RisingEdge(self.dut.clk)
-        self.dut.rst.value = 0
-
-    async def step(self):
-        """One clock cycle: drive every port model, then sample the settled handshakes."""
-        await RisingEdge(self.dut.clk)
-        self.cycle += 1
-        for model in self._models:
-            model.drive(self.cycle)
-        await ReadOnly()
-        for model in self._models:
-            model.sample(self.cycle)
 
     # -- phases -------------------------------------------------------------------------------
 

@@ -8,14 +8,11 @@ waits until every port has received what the model says it sends; a watchdog nam
 still owed words if the tile stops moving.
 """
 
-import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
-
 from fabric import pe_model
 from rtl.core_params import COUNTER_BASE, COUNTERS
 from rtl.wavelet import WAVELET, Direction
 
+from .clocked import ClockedTB
 from .router_tb import load_params
 from .streams import StreamSink, StreamSource, always
 
@@ -30,15 +27,14 @@ class TileStuck(AssertionError):
     """The watchdog fired: nothing moved while words were still owed."""
 
 
-class TileTB:
+class TileTB(ClockedTB):
     """Test harness around one tile DUT; ``params`` is the core's (:func:`sim.tile_run`)."""
 
     def __init__(self, dut, core, *, idle=None, backpressure=None, watchdog=3000):
-        self.dut = dut
+        super().__init__(dut)
         self.core = core
         self.model = pe_model.CoreModel(core)
         self.watchdog = watchdog
-        self.cycle = 0
         self.received = {d: [] for d in PORTS}
         self.accepted = {d: [] for d in PORTS}           # cycles at which inputs took words
         self._moved = 0
@@ -48,7 +44,7 @@ class TileTB:
         self.sinks = {d: StreamSink(dut, f"o_{d.name.lower()}",
                                     backpressure=backpressure(d) if backpressure else always(),
                                     on_received=self._received(d)) for d in PORTS}
-        self._models = [*self.sources.values(), *self.sinks.values()]
+        self.models = [*self.sources.values(), *self.sinks.values()]
         c = core.colors
         self.port_of = {c.out: Direction.E, c.psum_to_s: Direction.S, c.psum_to_n: Direction.N}
 
@@ -64,21 +60,6 @@ class TileTB:
             self.received[port].append(word)
         return received
 
-    async def start(self):
-        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
-        self.dut.rst.value = 1
-        for _ in range(3):
-            await RisingEdge(self.dut.clk)
-        self.dut.rst.value = 0
-
-    async def step(self):
-        await RisingEdge(self.dut.clk)
-        self.cycle += 1
-        for model in self._models:
-            model.drive(self.cycle)
-        await ReadOnly()
-        for model in self._models:
-            model.sample(self.cycle)
 
     async def phase(self, commands, psum_from_n=(), psum_from_s=()):
         """Send ``commands`` on W and psums (32-bit values) on N and S; check every word the
