@@ -100,6 +100,27 @@ class CoreParams:
             raise ValueError(f"n_out * n_tok must be at most {COUNTER_BASE - Y_BASE} "
                              f"(Y in 0x8000..0xFEFF), not {self.n_out * n_tok!r}")
 
+    def to_dict(self) -> dict:
+        """The parameters as a JSON-able dict (``colors`` left at their defaults are omitted);
+        :meth:`from_dict` rebuilds them."""
+        params = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name not in ("fmt", "colors")}
+        params["fmt"] = vars(self.fmt)
+        if self.colors != CoreColors():
+            params["colors"] = dataclasses.asdict(self.colors)
+        return params
+
+    @classmethod
+    def from_dict(cls, params) -> "CoreParams":
+        """:class:`CoreParams` from :meth:`to_dict`'s form; unknown keys are ignored (a
+        testbench's parameters carry its own entries too)."""
+        params = dict(params)
+        params["fmt"] = FixedPoint(**params.get("fmt", {}))
+        if "colors" in params:
+            params["colors"] = CoreColors(**params["colors"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in params.items() if k in names})
+
     @property
     def tpb(self) -> int:
         """Tokens per bank: ``n_tok // lanes``."""

@@ -3,24 +3,15 @@
 import json
 
 from rtl.core_params import CoreParams
-from rtl.numfmt import FixedPoint
 from rtl.route_table import RouteTable
 from rtl.tile import Tile
 
 from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
 
-__all__ = ["TEST_MODULE", "BENCH_MODULE", "core_params", "tile_routes", "run_tile_tests"]
+__all__ = ["TEST_MODULE", "BENCH_MODULE", "tile_routes", "run_tile_tests"]
 
 TEST_MODULE = "tb.tile_tests"
 BENCH_MODULE = "tb.tile_bench"
-
-
-def core_params(params):
-    """:class:`CoreParams` from the JSON form the testbench receives."""
-    params = dict(params)
-    params["fmt"] = FixedPoint(**params.get("fmt", {}))
-    return CoreParams(**{k: v for k, v in params.items()
-                         if k in ("n_feat", "n_tok", "n_out", "lanes", "fmt", "row", "rows")})
 
 
 def tile_routes(core):
@@ -38,10 +29,8 @@ def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1
     """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``.
 
     ``weights`` (the bench's stream length) only reaches the testbench."""
-    params = {"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, "row": 0, "rows": 1}
-    params.update(core)
-    params["fmt"] = vars(params.get("fmt", FixedPoint()))
-    cp = core_params(params)
+    cp = CoreParams(**{"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, **core})
+    params = cp.to_dict()
     top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}"
     built = build_once(lambda: Tile(cp, routes=tile_routes(cp)),
                        key=json.dumps(params, sort_keys=True), top=top, sim=sim, waves=waves)

@@ -14,8 +14,8 @@ import cocotb
 import numpy as np
 
 from fabric import pe_model
+from rtl.core_params import CoreParams
 from rtl.wavelet import Direction
-from sim.tile_run import core_params
 
 from .tile_tb import TileTB, load_params
 
@@ -50,7 +50,7 @@ async def stream_cost(tb, commands):
 @cocotb.test()
 async def pe_figures(dut):
     params = load_params()
-    core = core_params(params)
+    core = CoreParams.from_dict(params)
     rng = np.random.default_rng(params.get("seed", 1))
     n = int(params.get("weights", 400))
     tb = TileTB(dut, core)

@@ -8,8 +8,7 @@ import cocotb
 import numpy as np
 
 from fabric import pe_model
-from rtl.core_params import Y_BASE
-from sim.tile_run import core_params
+from rtl.core_params import Y_BASE, CoreParams
 
 from .router_tests import pacing
 from .tile_tb import TileTB, load_params
@@ -18,7 +17,7 @@ from .tile_tb import TileTB, load_params
 async def start(dut, pace="random"):
     params = load_params()
     idle, backpressure = pacing(pace, params.get("seed", 1))
-    tb = TileTB(dut, core_params(params), idle=idle, backpressure=backpressure)
+    tb = TileTB(dut, CoreParams.from_dict(params), idle=idle, backpressure=backpressure)
     await tb.start()
     return tb, np.random.default_rng(params.get("seed", 1))
 

@@ -126,3 +126,11 @@ def test_back_to_back_carriage_returns_and_reads_between():
             pe_model.read(params, Y_BASE, 8), pe_model.weight(params, -300, 1),
             pe_model.cr(params, 2), pe_model.cr(params, 3), pe_model.read(params, Y_BASE, 16)]
     compare(params, cmds, ready=lambda cycle: cycle % 2 == 0)
+
+
+def test_params_round_trip_through_json_form():
+    from rtl.core_params import CoreColors
+    from rtl.numfmt import FixedPoint
+    params = CoreParams(n_tok=32, lanes=4, rows=3, row=2, colors=CoreColors(cmd=20),
+                        fmt=FixedPoint(width=8, frac_bits=3, acc_width=16))
+    assert CoreParams.from_dict({**params.to_dict(), "seed": 1}) == params
