@@ -98,9 +98,11 @@ def weight(params: CoreParams, value: int, slot: int) -> int:
     return _wavelet(slot << 16 | value & 0xFFFF, params.colors.weight)
 
 
-def cr(params: CoreParams, o: int) -> int:
-    """CR on ``weight``: output feature ``o`` (28 bits) is complete."""
-    return _control(ControlOp.CR, _int_in("o", o, 0, (1 << _ARG_BITS) - 1), params.colors.weight)
+def cr(params: CoreParams, o: int, *, raw: bool = False) -> int:
+    """CR on ``weight``: output feature ``o`` (28 bits) is complete. With ``raw`` a ``CR_OUT``:
+    the owner row sends the 32-bit totals on ``out`` instead of requantising them into ``Y``."""
+    return _control(ControlOp.CR_OUT if raw else ControlOp.CR,
+                    _int_in("o", o, 0, (1 << _ARG_BITS) - 1), params.colors.weight)
 
 
 class CoreModel:
@@ -190,8 +192,8 @@ class CoreModel:
                 self.ptr = arg & 0xFFFF
             elif op == ControlOp.READ.value:
                 cost = self._read(i, arg & 0xFFFF, arg >> 16 & 0xFFF)
-            elif op == ControlOp.CR.value:
-                self._cr(arg)
+            elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
+                self._cr(arg, raw=op == ControlOp.CR_OUT.value)
             elif op not in _SWITCH_OPS:
                 self._fail()
         self.counters["busy_cycles"] += cost
@@ -239,10 +241,10 @@ class CoreModel:
         k = address - COUNTER_BASE
         return snapshot[COUNTERS[k]] & _WORD if k < len(COUNTERS) else None
 
-    def _cr(self, o: int) -> None:
+    def _cr(self, o: int, raw: bool = False) -> None:
         p, c = self.params, self.params.colors
         owner, slot = o % p.rows, o // p.rows
-        if p.row == owner and slot >= p.n_out:
+        if p.row == owner and slot >= p.n_out and not raw:
             self._fail()
             return
         inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner),
@@ -256,7 +258,10 @@ class CoreModel:
             if needed:
                 s, overflow = numerics.accumulate(p.fmt, s, self._take(col))
                 self._overflow(overflow.any())
-        if p.row == owner:
+        if p.row == owner and raw:
+            for v in s.tolist():
+                self._send(c.out, v & _WORD)
+        elif p.row == owner:
             self.y[slot], overflow = numerics.requantise(p.fmt, s)
             self._overflow(overflow.any())
         else:

@@ -52,6 +52,9 @@ class Core(wiring.Component):
         To the router's ramp: psums and READ replies.
     error, overflow : Out(1)
         Sticky flags.
+    idle : Out(1)
+        Nothing queued, running or waiting to be sent: every command taken so far has had its
+        full effect.
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4):
@@ -68,6 +71,7 @@ class Core(wiring.Component):
             "o":        Out(stream.Signature(Wavelet)),
             "error":    Out(1),
             "overflow": Out(1),
+            "idle":     Out(1),
         })
 
     def elaborate(self, platform):
@@ -210,14 +214,16 @@ class Core(wiring.Component):
                                  rd_active.eq(arg[16:28] != 0), rd_send.eq(0)]
                     m.d.sync += [rd_snapshot[n].eq(counters[n]) for n in rd_snapshot]
                     m.d.comb += busy.eq(1)
-            with m.Elif(op == ControlOp.CR.value):
+            with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
                 owner = arg % p.rows
-                with m.If((owner == p.row) & (arg // p.rows >= p.n_out)):
+                raw = op == ControlOp.CR_OUT.value
+                with m.If(~raw & (owner == p.row) & (arg // p.rows >= p.n_out)):
                     m.d.comb += [pop.eq(1), busy.eq(1), error_now[0].eq(1)]
                 with m.Elif(engine.busy):
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += [pop.eq(1), busy.eq(1), engine.start.eq(1), engine.o.eq(arg)]
+                    m.d.comb += [pop.eq(1), busy.eq(1), engine.start.eq(1), engine.o.eq(arg),
+                                 engine.raw.eq(raw)]
                     m.d.sync += buf.eq(~buf)
             with m.Elif(op.matches(*(o.value for o in (ControlOp.NOP, ControlOp.ADVANCE,
                                                        ControlOp.RESET, ControlOp.TEARDOWN)))):
@@ -282,6 +288,8 @@ class Core(wiring.Component):
             m.d.sync += [counters["errors"].eq(counters["errors"] + 1), self.error.eq(1)]
         with m.If(Cat(*(mac.overflow for mac in macs), engine.overflow).any()):
             m.d.sync += [counters["overflow"].eq(1), self.overflow.eq(1)]
+        m.d.comb += self.idle.eq(~(cmdq.r_rdy | pnq.r_rdy | psq.r_rdy | active | pipeline_busy
+                                   | engine.busy | rd_active | self.o.valid))
         self._counters = counters
         return m
 

@@ -17,7 +17,8 @@ class PsumEngine(wiring.Component):
     ``o % rows``, result slot ``o // rows``), then streams the tokens in order through two
     stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
     FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
-    row, requantises it into ``Y[slot][t]``, zeroing ``ACC[t]``. The next token is read while
+    row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``),
+    zeroing ``ACC[t]``. The next token is read while
     one is added, unless the add waits (its data must hold in the read port).
 
     Latency: 2 cycles from ``start`` to the first read. Throughput: one token per cycle while
@@ -30,6 +31,9 @@ class PsumEngine(wiring.Component):
         Begin a reduction (ignored while ``busy``).
     o : In(28)
         The output feature of that reduction.
+    raw : In(1)
+        With ``start``: the owner row sends its totals (32-bit, not requantised) on the
+        ``out`` color instead of writing ``Y`` (``CR_OUT``).
     busy : Out(1)
         A reduction is in progress.
     acc_read, read_bank, read_index : Out
@@ -57,6 +61,7 @@ class PsumEngine(wiring.Component):
         super().__init__({
             "start":     In(1),
             "o":         In(28),
+            "raw":       In(1),
             "busy":      Out(1),
             "acc_read":    Out(1),
             "read_bank":   Out(range(params.lanes)),
@@ -84,6 +89,7 @@ class PsumEngine(wiring.Component):
         need_n = Signal()
         need_s = Signal()
         is_owner = Signal()
+        raw = Signal()
         towards_s = Signal()
         read_token = Signal(range(p.n_tok + 1))      # next token to read (n_tok: all read)
         add_token = Signal(range(p.n_tok))           # token in the add stage
@@ -107,7 +113,8 @@ class PsumEngine(wiring.Component):
         sent = data.View(Wavelet, self.out.payload)
         m.d.comb += [
             sent.data.eq(s2.as_signed()),
-            sent.color.eq(Mux(towards_s, colors.psum_to_s, colors.psum_to_n)),
+            sent.color.eq(Mux(is_owner, colors.out,
+                              Mux(towards_s, colors.psum_to_s, colors.psum_to_n))),
             sent.ctrl.eq(0),
             self.y_value.eq(result),
             self.y_address.eq(slot * p.n_tok + add_token),
@@ -116,7 +123,8 @@ class PsumEngine(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [o.eq(self.o), read_token.eq(0), add_valid.eq(0)]
+                    m.d.sync += [o.eq(self.o), raw.eq(self.raw), read_token.eq(0),
+                                 add_valid.eq(0)]
                     m.next = "ROLE"
             with m.State("ROLE"):
                 m.d.comb += self.busy.eq(1)
@@ -132,16 +140,16 @@ class PsumEngine(wiring.Component):
             with m.State("RUN"):
                 m.d.comb += [
                     self.busy.eq(1),
-                    self.out.valid.eq(add_valid & inputs_ready & ~is_owner),
-                    fire.eq(add_valid & inputs_ready & (is_owner | self.out.ready)),
+                    self.out.valid.eq(add_valid & inputs_ready & (~is_owner | raw)),
+                    fire.eq(add_valid & inputs_ready & ((is_owner & ~raw) | self.out.ready)),
                 ]
                 with m.If(fire):
                     m.d.comb += [
                         self.psum_n.ready.eq(need_n),
                         self.psum_s.ready.eq(need_s),
                         self.acc_clear.eq(1),
-                        self.y_write.eq(is_owner),
-                        self.overflow.eq(over1 | over2 | (is_owner & over_q)),
+                        self.y_write.eq(is_owner & ~raw),
+                        self.overflow.eq(over1 | over2 | (is_owner & ~raw & over_q)),
                     ]
                 read = (read_token < p.n_tok) & (~add_valid | fire)
                 with m.If(read):

@@ -82,6 +82,8 @@ class Router(wiring.Component):
         Wavelets dropped since reset (saturates).
     error : Out(1)
         Sticky: some wavelet was dropped.
+    idle : Out(1)
+        Every queue is empty (nothing in flight in this router).
     """
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
@@ -145,6 +147,7 @@ class Router(wiring.Component):
             members[f"o_{d.name.lower()}"] = Out(stream.Signature(Wavelet))
         members["drops"] = Out(counter_width)
         members["error"] = Out(1)
+        members["idle"] = Out(1)
         super().__init__(members)
 
     def params(self):
@@ -225,6 +228,8 @@ class Router(wiring.Component):
                 ]
                 heads.append((port, q, data.View(Wavelet, fifo.r_data), fifo.r_rdy, fifo))
             m.d.comb += inp.ready.eq(ready[queue_of])
+
+        m.d.comb += self.idle.eq(~Cat(*(valid for _, _, _, valid, _ in heads)).any())
 
         # Classify every queue head.
         H = len(heads)

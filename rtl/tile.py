@@ -41,6 +41,8 @@ class Tile(wiring.Component):
         The router's drop counter and sticky error.
     core_error, overflow : Out(1)
         The core's sticky error and overflow flags.
+    idle : Out(1)
+        Nothing in flight in the router or the core.
     """
 
     def __init__(self, core, *, routes=None, **router_kwargs):
@@ -61,7 +63,7 @@ class Tile(wiring.Component):
         for d in MESH_PORTS:
             members[f"o_{d.name.lower()}"] = Out(stream.Signature(Wavelet))
         members.update({"drops": Out(self.router.counter_width), "error": Out(1),
-                        "core_error": Out(1), "overflow": Out(1)})
+                        "core_error": Out(1), "overflow": Out(1), "idle": Out(1)})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -79,5 +81,6 @@ class Tile(wiring.Component):
         m.d.comb += [
             self.drops.eq(router.drops), self.error.eq(router.error),
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
+            self.idle.eq(router.idle & core.idle),
         ]
         return m

@@ -98,6 +98,7 @@ class ControlOp(hw_enum.Enum, shape=4):
     CR       = 4   # carriage return: output feature ``arg`` is complete (core)
     ADDR     = 5   # set the core's load pointer to ``arg[15:0]`` (core)
     READ     = 6   # send ``arg[27:16]`` words of the core's memory from ``arg[15:0]`` (core)
+    CR_OUT   = 7   # carriage return whose total leaves raw on ``out`` instead of ``Y`` (core)
 
 
 class ConfigOp(hw_enum.Enum, shape=2):

@@ -82,7 +82,7 @@ def test_bad_inputs_are_counted_and_dropped():
     c = params.colors
     cmds = [pe_model.addr(params, 6), *pe_model.load(params, [1, 2, 3]),   # last one outside X
             pe_model.weight(params, 5, 7),                                  # slot outside X
-            pe_model._wavelet(0x7 << 28, c.weight, 1),                      # unknown opcode
+            pe_model._wavelet(0x8 << 28, c.weight, 1),                      # unknown opcode
             pe_model._wavelet(1, 30),                                       # foreign color
             pe_model.cr(params, 5),                                         # Y slot 5 > n_out
             pe_model.read(params, 0x7FFF, 2)]      # 0x7FFF outside the map, 0x8000 is Y[0]
@@ -134,3 +134,60 @@ def test_params_round_trip_through_json_form():
     params = CoreParams(n_tok=32, lanes=4, rows=3, row=2, colors=CoreColors(cmd=20),
                         fmt=FixedPoint(width=8, frac_bits=3, acc_width=16))
     assert CoreParams.from_dict({**params.to_dict(), "seed": 1}) == params
+
+
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_raw_carriage_returns_send_totals_out(row):
+    """CR_OUT: the owner sends its 32-bit totals on ``out``; the others pass psums as for a CR.
+    Result slot 1 (outputs 3, 4) is in Y, slot >= 2 would be no error for a raw CR (Y is not written); overflowing sums stay raw."""
+    params = CoreParams(n_feat=4, n_tok=4, n_out=2, rows=3, row=row)
+    rng = np.random.default_rng(10 + row)
+    x = rng.integers(-30000, 30000, (4, 4))
+    w = rng.integers(-30000, 30000, (5, 4))
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, x)]
+    for o, weights in enumerate(w):
+        cmds += [pe_model.weight(params, int(v), f) for f, v in enumerate(weights)]
+        cmds.append(pe_model.cr(params, o, raw=o != 3))      # output 3 (owner 0) requantised
+    n_from_n = sum(4 for o in range(5) if 0 < row <= o % 3)
+    n_from_s = sum(4 for o in range(5) if o % 3 <= row < 2)
+    psums = (list(rng.integers(-2**31, 2**31, n_from_n)),
+             list(rng.integers(-2**31, 2**31, n_from_s)))
+    counters, _ = compare(params, cmds + [pe_model.read(params, Y_BASE, 4)], *psums,
+                          ready=lambda cycle: cycle % 2 == 0)
+    assert counters["errors"] == 0
+
+
+def test_core_is_idle_only_when_everything_has_taken_effect():
+    from amaranth.sim import Simulator
+    from rtl.core import Core
+    from rtl.wavelet import Wavelet  # noqa: F401  (the payload layout)
+
+    params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=1)
+    dut = Core(params)
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[1, 2, 3, 4], [0, 0, 0, 0]]),
+            pe_model.weight(params, 256, 0), pe_model.cr(params, 0)]
+    trace = []
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 1)
+        trace.append(ctx.get(dut.idle))
+        for word in cmds:
+            ctx.set(dut.i.payload, word)
+            ctx.set(dut.i.valid, 1)
+            await ctx.tick().until(dut.i.ready)
+            trace.append(ctx.get(dut.idle))
+        ctx.set(dut.i.valid, 0)
+        for _ in range(30):
+            await ctx.tick()
+            trace.append(ctx.get(dut.idle))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert trace[0] == 1                       # after reset
+    assert 0 in trace[1:]                      # busy while commands run
+    first_idle = trace.index(1, 1)
+    assert all(trace[first_idle:])             # then idle for good, once the engine is done
+    # the AXPY (4 cycles) and the engine (n_tok + 3 = 7 cycles) ran before it went idle
+    assert first_idle >= len(cmds) + 4

@@ -193,7 +193,7 @@ def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
     assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
 
 
-@pytest.mark.parametrize("op", range(7, 16))
+@pytest.mark.parametrize("op", range(8, 16))
 def test_unknown_opcodes_are_errors(op):
     p, m = core()
     m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])
@@ -304,3 +304,12 @@ def test_random_layer_matches_plain_numpy():
     assert m.counters["macs_issued"] + m.counters["macs_skipped_weight"] \
         + m.counters["macs_skipped_act"] == 16 * 16 * 8
     assert m.counters["errors"] == m.counters["overflow"] == 0 and not m.acc.any()
+
+
+def test_raw_carriage_return_sends_the_owners_totals_on_out():
+    p, m = core(n_feat=1, n_tok=2, n_out=1, row=1, rows=2)
+    out = m.run([*loaded(p, [30000, -30000]), weight(p, 30000, 0), cr(p, 3, raw=True)],
+                psum_from_n=[5, -5])
+    # owner row 1 (3 % 2), slot 1 would be outside Y: no error for a raw CR
+    assert out[C.out] == u32([900000005, -900000005]) and not m.error and not m.y.any()
+    assert m.counters["overflow"] == 0

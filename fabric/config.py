@@ -1,0 +1,87 @@
+"""The parameters of a mesh: its size, the cores' sizes and format, and the color plan they imply."""
+
+import operator
+import re
+from dataclasses import dataclass, field, fields
+
+from rtl.core_params import CoreParams
+from rtl.numfmt import FixedPoint
+
+from .routes import ColorPlan
+
+__all__ = ["MeshConfig", "parse_mesh"]
+
+
+def parse_mesh(text):
+    """``"4x4"`` -> ``(4, 4)``; a clear ``ValueError`` for anything else."""
+    match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", str(text))
+    if not match or int(match[1]) < 1 or int(match[2]) < 1:
+        raise ValueError(f"mesh must be ROWSxCOLS with both at least 1 (such as 4x4), "
+                         f"not {text!r}")
+    return int(match[1]), int(match[2])
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    """A ``rows x cols`` mesh of identical cores (``docs/mesh.md``).
+
+    ``n_feat``, ``n_tok``, ``n_out``, ``lanes`` and ``fmt`` are each core's (``docs/pe.md``):
+    a row holds up to ``n_feat`` input features and owns up to ``n_out`` output features, a
+    column up to ``n_tok`` tokens. ``edges`` adds edge ports (``fabric.routes.ColorPlan``);
+    ``depth`` is the router queues' depth.
+    """
+    rows: int = 4
+    cols: int = 4
+    n_feat: int = 32
+    n_tok: int = 8
+    n_out: int = 32
+    lanes: int = 1
+    fmt: FixedPoint = field(default_factory=FixedPoint)
+    edges: str = ""
+    depth: int = 4
+
+    def __post_init__(self):
+        for name in ("rows", "cols", "depth"):
+            value = operator.index(getattr(self, name))
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges))
+        self.core(0, 0)      # validates the core parameters
+
+    @property
+    def shape(self):
+        return self.rows, self.cols
+
+    @property
+    def tiles(self):
+        """``(r, c)`` of every tile, row by row."""
+        return [(r, c) for r in range(self.rows) for c in range(self.cols)]
+
+    @property
+    def max_tokens(self):
+        """Tokens the mesh holds: ``cols * n_tok``."""
+        return self.cols * self.n_tok
+
+    def core(self, r, c):
+        """The :class:`~rtl.core_params.CoreParams` of core ``(r, c)``."""
+        return CoreParams(n_feat=self.n_feat, n_tok=self.n_tok, n_out=self.n_out,
+                          lanes=self.lanes, fmt=self.fmt, row=r, rows=self.rows,
+                          colors=self.plan.core_colors(r, c))
+
+    def to_dict(self):
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "fmt"}
+        d["fmt"] = vars(self.fmt)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        """From :meth:`to_dict`'s form; unknown keys are ignored."""
+        d = dict(d)
+        d["fmt"] = FixedPoint(**d.get("fmt", {}))
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def __str__(self):
+        return (f"{self.rows}x{self.cols} mesh of cores with {self.n_feat} features, "
+                f"{self.n_tok} tokens, {self.n_out} outputs, {self.lanes} lane(s)")
