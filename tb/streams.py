@@ -7,7 +7,7 @@ and then ``sample()`` (in the read-only phase before the next rising edge, when 
 for all ports keeps a five-port router at tens of thousands of cycles per second under cocotb.
 
 Signals follow Amaranth's Verilog names for a stream member ``<port>``: ``<port>__payload``,
-``<port>__valid``, ``<port>__ready``.
+``<port>__valid``, ``<port>__ready``, or AXI4-Stream names (``<port>_tdata`` ...) for the mesh.
 """
 
 import itertools
@@ -15,7 +15,7 @@ import random
 from collections import deque
 
 __all__ = ["always", "bursty", "random_pattern", "stream_handles", "StreamSource", "StreamProtocolError",
-           "StreamSink"]
+           "StreamSink", "AxiWaveletPayload"]
 
 
 def always():
@@ -36,8 +36,52 @@ def random_pattern(seed, on=0.5):
 
 
 def stream_handles(dut, port):
-    """The ``(payload, valid, ready)`` handles of Amaranth stream member ``port``."""
+    """The ``(payload, valid, ready)`` handles of stream ``port``: Amaranth's names
+    (``<port>__payload``, ...) or, when the DUT has ``<port>_tdata``, an AXI4-Stream port
+    whose ``tdata`` / ``tdest`` / ``tuser`` carry a wavelet's data / color / ctrl."""
+    if hasattr(dut, f"{port}_tdata"):
+        return (AxiWaveletPayload(dut, port), getattr(dut, f"{port}_tvalid"),
+                getattr(dut, f"{port}_tready"))
     return tuple(getattr(dut, f"{port}__{name}") for name in ("payload", "valid", "ready"))
+
+
+class _Word:
+    """A packed wavelet read from AXI fields, with the two methods the stream models use."""
+
+    def __init__(self, parts):
+        self._parts = parts
+
+    @property
+    def is_resolvable(self):
+        return all(part.is_resolvable for part in self._parts)
+
+    def to_unsigned(self):
+        data, dest, user = (part.to_unsigned() if hasattr(part, "to_unsigned") else int(part)
+                            for part in self._parts)   # a 1-bit handle gives a Logic
+        return data | dest << 32 | user << 37
+
+    def __str__(self):
+        return "/".join(str(part) for part in self._parts)
+
+
+class AxiWaveletPayload:
+    """Stands for a packed 38-bit wavelet handle over an AXI4-Stream port's ``tdata`` (data,
+    bits 31:0), ``tdest`` (color, 36:32) and ``tuser`` (ctrl, 37) handles."""
+
+    def __init__(self, dut, port):
+        self._handles = tuple(getattr(dut, f"{port}_{f}") for f in ("tdata", "tdest", "tuser"))
+
+    @property
+    def value(self):
+        return _Word([h.value for h in self._handles])
+
+    @value.setter
+    def value(self, word):
+        word = int(word)
+        data, dest, user = self._handles
+        data.value = word & 0xFFFFFFFF
+        dest.value = word >> 32 & 0x1F
+        user.value = word >> 37 & 1
 
 
 class StreamSource:

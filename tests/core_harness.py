@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 from fabric import pe_model
 from rtl.core import Core
 from rtl.core_params import COUNTER_BASE, COUNTERS
-from rtl.wavelet import WAVELET
+from rtl.wavelet import WAVELET, ControlOp
 
 
 def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True):
@@ -58,9 +58,19 @@ def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: Tr
                     return
         raise AssertionError(f"core did not finish in {cycles} cycles")
 
-    expected_out = [sum(int(WAVELET.unpack(w)["data"]) >> 16 & 0xFFF for w in commands
-                        if int(WAVELET.unpack(w)["ctrl"])
-                        and int(WAVELET.unpack(w)["data"]) >> 28 == 6)]
+    def replies_of(word):
+        """``out`` words a command makes: a READ's length, a raw CR's totals on its owner."""
+        fields = WAVELET.unpack(word)
+        data = int(fields["data"])
+        if not int(fields["ctrl"]):
+            return 0
+        if data >> 28 == ControlOp.READ.value:
+            return data >> 16 & 0xFFF
+        if data >> 28 == ControlOp.CR_OUT.value and (data & 0xFFFFFFF) % params.rows == params.row:
+            return params.n_tok
+        return 0
+
+    expected_out = [sum(map(replies_of, commands))]
     sim = Simulator(core)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)

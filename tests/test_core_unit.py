@@ -160,7 +160,6 @@ def test_raw_carriage_returns_send_totals_out(row):
 def test_core_is_idle_only_when_everything_has_taken_effect():
     from amaranth.sim import Simulator
     from rtl.core import Core
-    from rtl.wavelet import Wavelet  # noqa: F401  (the payload layout)
 
     params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=1)
     dut = Core(params)
@@ -172,9 +171,12 @@ def test_core_is_idle_only_when_everything_has_taken_effect():
         ctx.set(dut.o.ready, 1)
         trace.append(ctx.get(dut.idle))
         for word in cmds:
-            ctx.set(dut.i.payload, word)
+            ctx.set(dut.i.payload.as_value(), word)
             ctx.set(dut.i.valid, 1)
-            await ctx.tick().until(dut.i.ready)
+            while not ctx.get(dut.i.ready):
+                await ctx.tick()
+                trace.append(ctx.get(dut.idle))
+            await ctx.tick()
             trace.append(ctx.get(dut.idle))
         ctx.set(dut.i.valid, 0)
         for _ in range(30):

@@ -1,0 +1,551 @@
+"""The GEMM program: ``Y = W @ X`` as wavelet streams for a mesh (``docs/mesh.md``).
+
+:func:`compile_gemm` lays a GEMM out on a :class:`~fabric.config.MeshConfig` and returns a
+:class:`GemmProgram`, which holds everything the host sends and everything it needs to make
+sense of what comes back:
+
+- tokens are dealt to columns: token ``t`` lives in column ``t % cols`` at local token
+  ``t // cols``;
+- input features go to rows by a :class:`Placement` (*balanced* by default: the features with
+  the most nonzero weights first, dealt round-robin), output features to their owner rows by
+  another (*modulo* unless given);
+- :attr:`GemmProgram.streams`: per row, for each output ``o`` in order, the nonzero weights
+  ``W[o, i]`` of that row's features (in order of ``i``) as ``(value, slot)`` weight wavelets,
+  then a carriage return ``slot_out[o] * rows + row_out[o]`` (``CR``, or ``CR_OUT`` for raw
+  results) that every row gets;
+- :meth:`GemmProgram.load_streams` is the host's copy of ``X`` into the cores (``ADDR 0`` and
+  ``LOAD`` on ``cmd(c)``), :meth:`GemmProgram.read_streams` the ``READ`` of each core's ``Y``
+  slots; :meth:`GemmProgram.read_blocks`, :meth:`GemmProgram.decode_y` and
+  :meth:`GemmProgram.decode_raw` turn the replies back into ``Y``.
+
+Everything is numpy and vectorised over the weights: a 512x512 ``W`` compiles in a few tens of
+milliseconds. Wavelets are packed 38-bit words as Python ints (:mod:`rtl.wavelet`).
+"""
+
+import math
+import operator
+
+import numpy as np
+
+from rtl.core_params import Y_BASE
+from rtl.wavelet import CONTROL, ControlOp, pack, unpack
+
+from .config import MeshConfig
+
+__all__ = ["Placement", "GemmProgram", "compile_gemm", "MAX_READ"]
+
+#: Words one READ fetches at most (its ``len`` field is 12 bits).
+MAX_READ = 0xFFF
+_ARG_MAX = (1 << 28) - 1
+_WORD = 1 << 32
+
+
+# Helpers ------------------------------------------------------------------------------------------
+
+def _positive(name, value):
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _int_array(values, what, ndim):
+    """``values`` as an ``int64`` array of ``ndim`` dimensions; ``ValueError`` for anything that
+    is not integers (floats are accepted when they are whole numbers)."""
+    a = np.asarray(values)
+    if a.ndim != ndim:
+        raise ValueError(f"{what} must be a {ndim}-D array, not one of shape {a.shape}")
+    if a.dtype.kind == "b":
+        return a.astype(np.int64)
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a) | (a != np.round(a))
+        if bad.any():
+            raise ValueError(f"{what} must hold integers, not {a[bad].flat[0].item()!r} "
+                             f"(at {_where(np.argwhere(bad)[0])})")
+        if a.size and np.abs(a).max() >= 2.0 ** 62:
+            raise ValueError(f"{what} holds {a.flat[np.abs(a).argmax()].item()!r}, far too large")
+        return a.astype(np.int64)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"{what} must hold integers, not {a.dtype} values")
+    if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{what} holds {int(a.max())}, far too large")
+    return a.astype(np.int64)
+
+
+def _where(index):
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def _operands(fmt, values, what):
+    """An ``int64`` matrix of operands of ``fmt``; ``ValueError`` naming the first value outside
+    the operand range, where it is, and the range."""
+    a = _int_array(values, what, 2)
+    bad = (a < fmt.operand_min) | (a > fmt.operand_max)
+    if bad.any():
+        at = np.argwhere(bad)[0]
+        raise ValueError(f"{what} must fit in the operand range of int{fmt.width} "
+                         f"({fmt.operand_min}..{fmt.operand_max}), not {int(a[tuple(at)])} "
+                         f"(at {_where(at)})")
+    return a
+
+
+def _readonly(a):
+    a.setflags(write=False)
+    return a
+
+
+def _signed32(words):
+    words = np.asarray(words, dtype=np.int64) & (_WORD - 1)
+    return np.where(words >= _WORD >> 1, words - _WORD, words)
+
+
+# Placement ----------------------------------------------------------------------------------------
+
+class Placement:
+    """Where each of ``n`` features lives: row ``row_of[i]``, slot ``slot_of[i]`` of that row.
+
+    Build one with :meth:`balanced` or :meth:`modulo`, or give the arrays directly (every
+    ``(row, slot)`` pair at most once). Immutable: the arrays are read-only.
+
+    Parameters
+    ----------
+    rows : int
+        The mesh's rows.
+    row_of, slot_of : 1-D integer arrays of equal length
+        Row (``0 .. rows-1``) and slot (``>= 0``) of each feature.
+    kind : str
+        How it was made (``"balanced"``, ``"modulo"``, ``"given"``), for messages.
+    """
+
+    def __init__(self, rows, row_of, slot_of, *, kind="given"):
+        object.__setattr__(self, "rows", _positive("rows", rows))
+        row_of = _int_array(row_of, "row_of", 1)
+        slot_of = _int_array(slot_of, "slot_of", 1)
+        if row_of.shape != slot_of.shape:
+            raise ValueError(f"row_of and slot_of must have the same length, not "
+                             f"{row_of.size} and {slot_of.size}")
+        bad = np.flatnonzero((row_of < 0) | (row_of >= self.rows))
+        if bad.size:
+            raise ValueError(f"row_of must be in 0..{self.rows - 1}, not {int(row_of[bad[0]])} "
+                             f"(feature {bad[0]})")
+        bad = np.flatnonzero(slot_of < 0)
+        if bad.size:
+            raise ValueError(f"slot_of must be non-negative, not {int(slot_of[bad[0]])} "
+                             f"(feature {bad[0]})")
+        if row_of.size:
+            key = slot_of * self.rows + row_of
+            order = np.argsort(key, kind="stable")
+            twice = np.flatnonzero(key[order][1:] == key[order][:-1])
+            if twice.size:
+                a, b = sorted((int(order[twice[0]]), int(order[twice[0] + 1])))
+                raise ValueError(f"features {a} and {b} are both at row {int(row_of[a])} slot "
+                                 f"{int(slot_of[a])}")
+        object.__setattr__(self, "row_of", _readonly(row_of))
+        object.__setattr__(self, "slot_of", _readonly(slot_of))
+        object.__setattr__(self, "kind", str(kind))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Placement is immutable: build another one")
+
+    @classmethod
+    def balanced(cls, W, rows):
+        """Input features of ``W`` (``[n_out, n_in]``) sorted by their nonzero count in ``W``'s
+        column, most first (ties by index), dealt round-robin: the ``k``-th goes to row
+        ``k % rows``, slot ``k // rows``."""
+        rows = _positive("rows", rows)
+        W = np.asarray(W)
+        if W.ndim != 2:
+            raise ValueError(f"W must be a 2-D array, not one of shape {W.shape}")
+        counts = np.count_nonzero(W, axis=0)
+        order = np.argsort(-counts, kind="stable")
+        k = np.empty(order.size, dtype=np.int64)
+        k[order] = np.arange(order.size)
+        return cls(rows, k % rows, k // rows, kind="balanced")
+
+    @classmethod
+    def modulo(cls, n, rows):
+        """Feature ``i`` at row ``i % rows``, slot ``i // rows``."""
+        rows = _positive("rows", rows)
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise ValueError(f"n must be a non-negative integer, not {n!r}") from None
+        if n < 0:
+            raise ValueError(f"n must be a non-negative integer, not {n!r}")
+        i = np.arange(n, dtype=np.int64)
+        return cls(rows, i % rows, i // rows, kind="modulo")
+
+    def __len__(self):
+        return int(self.row_of.size)
+
+    def __eq__(self, other):
+        return (isinstance(other, Placement) and self.rows == other.rows
+                and np.array_equal(self.row_of, other.row_of)
+                and np.array_equal(self.slot_of, other.slot_of))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"<Placement {self.kind}: {len(self)} features on {self.rows} rows>"
+
+    def slots_per_row(self):
+        """Slots each row needs: its highest slot + 1 (0 for an empty row), which is the number
+        of its features for a dealt placement."""
+        need = np.zeros(self.rows, dtype=np.int64)
+        np.maximum.at(need, self.row_of, self.slot_of + 1)
+        return need
+
+    def features_of(self, row):
+        """The features on ``row``, in order of their index."""
+        return np.flatnonzero(self.row_of == row)
+
+    def check_fits(self, limit, what, *, name=None):
+        """``ValueError`` if a row needs more than ``limit`` slots; the message says which row,
+        how many, the limit (called ``name``) and the placement, as in ``"input features: row 0
+        needs 40 slots, but a core holds n_feat=32 (balanced placement of 150 features on 4
+        rows)"``."""
+        need = self.slots_per_row()
+        if need.size and need.max() > limit:
+            row = int(need.argmax())
+            holds = f"{name}={limit}" if name else f"{limit}"
+            raise ValueError(f"{what}: row {row} needs {int(need[row])} slots, but a core holds "
+                             f"{holds} ({self.kind} placement of {len(self)} features on "
+                             f"{self.rows} row{'s' if self.rows > 1 else ''})")
+
+
+# The program --------------------------------------------------------------------------------------
+
+class GemmProgram:
+    """A compiled ``Y = W @ X`` for one mesh; build it with :func:`compile_gemm`.
+
+    Members
+    -------
+    config : MeshConfig
+    W : (n_out, n_in) int64, the weights (read-only).
+    X : (n_in, tokens) int64 or None, the activations given to :func:`compile_gemm`.
+    in_placement, out_placement : Placement of the input and output features.
+    n_out, n_in, tokens : int
+    raw : bool, results leave raw (``CR_OUT``) instead of being requantised into ``Y``.
+    zeros : bool, zero weights are streamed too.
+    streams : dict row -> list of packed wavelets (ints): weights and carriage returns.
+    nnz : int, weights streamed (all of ``W`` with ``zeros``).
+    weights_per_row : (rows,) int64, weights streamed into each row.
+    """
+
+    def __init__(self, config, W, X, tokens, in_placement, out_placement, raw, zeros):
+        self.config = config
+        self.W = _readonly(W)
+        self.X = None if X is None else _readonly(X)
+        self.n_out, self.n_in = W.shape
+        self.tokens = tokens
+        self.in_placement = in_placement
+        self.out_placement = out_placement
+        self.raw = raw
+        self.zeros = zeros
+        self.streams, self.weights_per_row = self._build_streams()
+        self.nnz = int(self.weights_per_row.sum())
+
+    def __repr__(self):
+        mode = "raw" if self.raw else "requantised"
+        return (f"<GemmProgram {self.n_out}x{self.n_in} @ {self.n_in}x{self.tokens} on a "
+                f"{self.config.rows}x{self.config.cols} mesh, {self.nnz} weights, {mode}>")
+
+    # Streams ------------------------------------------------------------------------------------
+
+    def cr_args(self):
+        """The carriage return argument of each output: ``slot_out * rows + row_out``."""
+        return self.out_placement.slot_of * self.config.rows + self.out_placement.row_of
+
+    def _build_streams(self):
+        cfg, W = self.config, self.W
+        weight_color = cfg.plan.weight
+        if self.zeros:
+            o_idx, i_idx = (a.ravel() for a in np.indices(W.shape))
+        else:
+            o_idx, i_idx = np.nonzero(W)
+        rows_w = self.in_placement.row_of[i_idx]
+        data = self.in_placement.slot_of[i_idx] << 16 | W[o_idx, i_idx] & 0xFFFF
+        words = pack(data, weight_color, 0)
+        op = ControlOp.CR_OUT if self.raw else ControlOp.CR
+        crs = pack(CONTROL.pack(op=op.value, arg=self.cr_args()), weight_color, 1)
+        outputs = np.arange(self.n_out)
+        streams = {}
+        for r in range(cfg.rows):
+            mine = rows_w == r
+            # o_idx is sorted (row-major nonzero order): the CR of o goes after o's last weight
+            at = np.searchsorted(o_idx[mine], outputs, side="right")
+            streams[r] = np.insert(words[mine], at, crs).tolist()
+        return streams, np.bincount(rows_w, minlength=cfg.rows).astype(np.int64)
+
+    # Activations ------------------------------------------------------------------------------
+
+    def check_x(self, X=None):
+        """``X`` (the one given to :func:`compile_gemm` by default) as a checked
+        ``(n_in, tokens)`` ``int64`` array of operands."""
+        if X is None:
+            if self.X is None:
+                raise ValueError("no X: give one here or to compile_gemm")
+            return self.X
+        X = _operands(self.config.fmt, X, "X")
+        if X.shape != (self.n_in, self.tokens):
+            raise ValueError(f"X must have shape (n_in, tokens) = ({self.n_in}, {self.tokens}), "
+                             f"not {X.shape}")
+        return X
+
+    def _tiles_of(self, X):
+        """``X`` zero-padded to the mesh's tokens as ``(n_in, n_tok, cols)``: ``[i, l, c]`` is
+        token ``l * cols + c``."""
+        cfg = self.config
+        padded = np.zeros((self.n_in, cfg.max_tokens), dtype=np.int64)
+        padded[:, :self.tokens] = X
+        return padded.reshape(self.n_in, cfg.n_tok, cfg.cols)
+
+    def x_blocks(self, X=None):
+        """``{(r, c): (slots_per_row[r], n_tok) int64}``: the ``X`` each core holds, by slot
+        and local token, zero-padded."""
+        cfg, p = self.config, self.in_placement
+        tiles = self._tiles_of(self.check_x(X))
+        blocks = {}
+        for r, slots in enumerate(self.in_placement.slots_per_row().tolist()):
+            mine = p.row_of == r
+            row = np.zeros((slots, cfg.n_tok, cfg.cols), dtype=np.int64)
+            row[p.slot_of[mine]] = tiles[mine]
+            for c in range(cfg.cols):
+                blocks[(r, c)] = np.ascontiguousarray(row[:, :, c])
+        return blocks
+
+    def load_streams(self, X=None):
+        """``{row: [wavelets]}``: for each column ``c`` in turn whose core holds features,
+        ``ADDR 0`` and a ``LOAD`` per word of its :meth:`x_blocks` block (row-major: slot, then
+        local token), on ``cmd(c)``."""
+        cfg = self.config
+        streams = {r: [] for r in range(cfg.rows)}
+        for (r, c), block in self.x_blocks(X).items():
+            if block.size:
+                cmd = cfg.plan.cmd(c)
+                streams[r].append(_control(ControlOp.ADDR, 0, cmd))
+                streams[r].extend(pack(block.ravel() & 0xFFFF, cmd, 0).tolist())
+        return streams
+
+    # Results ------------------------------------------------------------------------------------
+
+    def read_streams(self):
+        """``{row: [wavelets]}``: for each core of the row in column order, a ``READ`` of its
+        used ``Y`` slots (``slots * n_tok`` words from ``0x8000``) on ``cmd(c)``; split into
+        READs of at most :data:`MAX_READ` words when longer. Replies come back on ``out(r)``
+        through outlet ``c``."""
+        if self.raw:
+            raise ValueError("a raw program's results stream out on CR_OUT: there is no Y to "
+                             "read (use decode_raw on the compute exchange's outlets)")
+        cfg = self.config
+        streams = {r: [] for r in range(cfg.rows)}
+        for r, slots in enumerate(self.out_placement.slots_per_row().tolist()):
+            words = slots * cfg.n_tok
+            for c in range(cfg.cols):
+                cmd = cfg.plan.cmd(c)
+                for start in range(0, words, MAX_READ):
+                    length = min(MAX_READ, words - start)
+                    streams[r].append(_control(ControlOp.READ,
+                                               length << 16 | (Y_BASE + start), cmd))
+        return streams
+
+    def read_blocks(self, outlets):
+        """The replies to :meth:`read_streams` (``{col: [wavelets]}`` as they left the
+        outlets, any interleaving across colors) as ``{(r, c): (slots, n_tok) int64}`` blocks
+        for :meth:`decode_y`."""
+        cfg = self.config
+        slots = self.out_placement.slots_per_row()
+        per_row = {r: (int(s), int(s) * cfg.n_tok) for r, s in enumerate(slots)}
+        replies = self._replies(outlets, {r: n for r, (_, n) in per_row.items()}, "READ")
+        return {(r, c): words.reshape(per_row[r][0], cfg.n_tok)
+                for (r, c), words in replies.items()}
+
+    def decode_y(self, blocks):
+        """``Y`` (``[n_out, tokens]`` int64) from ``{(r, c): (slots, n_tok)}`` blocks of the
+        requantised results each core holds (rows owning no output may be left out)."""
+        cfg, p = self.config, self.out_placement
+        slots = p.slots_per_row()
+        full = np.zeros((cfg.rows, max(int(slots.max()), 1), cfg.cols, cfg.n_tok),
+                        dtype=np.int64)
+        for r in range(cfg.rows):
+            for c in range(cfg.cols):
+                if not slots[r]:
+                    continue
+                if (r, c) not in blocks:
+                    raise ValueError(f"no Y block of core ({r},{c}), which holds {slots[r]} "
+                                     f"result slot(s)")
+                block = np.asarray(blocks[(r, c)])
+                if block.ndim != 2 or block.shape[0] < slots[r] or block.shape[1] != cfg.n_tok:
+                    raise ValueError(f"the Y block of core ({r},{c}) must have shape "
+                                     f"({slots[r]}, {cfg.n_tok}), not {block.shape}")
+                full[r, :slots[r], c] = block[:slots[r]]
+        return self._gather(full, p.slot_of)
+
+    def decode_raw(self, outlets):
+        """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program from what left
+        the outlets during the compute exchange (``{col: [wavelets]}``, any interleaving across
+        colors, the order within a color kept): row ``r``'s cores send ``n_tok`` words per
+        output they own, in output order."""
+        if not self.raw:
+            raise ValueError("not a raw program: results are in Y (use read_streams, "
+                             "read_blocks and decode_y)")
+        cfg, p = self.config, self.out_placement
+        owned = np.bincount(p.row_of, minlength=cfg.rows)
+        replies = self._replies(outlets, {r: int(n) * cfg.n_tok for r, n in enumerate(owned)},
+                                "raw result")
+        full = np.zeros((cfg.rows, max(int(owned.max()), 1), cfg.cols, cfg.n_tok),
+                        dtype=np.int64)
+        for (r, c), words in replies.items():
+            full[r, :owned[r], c] = words.reshape(owned[r], cfg.n_tok)
+        # an output's position among its owner's outputs, in output order
+        order = np.argsort(p.row_of, kind="stable")
+        first = np.concatenate(([0], np.cumsum(owned)[:-1]))
+        rank = np.empty(self.n_out, dtype=np.int64)
+        rank[order] = np.arange(self.n_out) - first[p.row_of[order]]
+        return self._gather(full, rank)
+
+    def _gather(self, full, slot):
+        """``Y[o, t] = full[row_out[o], slot[o], t % cols, t // cols]``."""
+        cols = self.config.cols
+        t = np.arange(self.tokens)
+        return full[self.out_placement.row_of[:, None], slot[:, None], t % cols, t // cols]
+
+    def _replies(self, outlets, expected, what):
+        """``{(r, c): int64 words}`` of row ``r``'s reply color at outlet ``c``, checking that
+        each carries ``expected[r]`` words and nothing else arrives."""
+        cfg = self.config
+        if not isinstance(outlets, dict):
+            raise ValueError(f"outlets must be a dict col -> wavelets, not {type(outlets)}")
+        extra = set(outlets) - set(range(cfg.cols))
+        if extra:
+            raise ValueError(f"outlets has no column {min(extra)!r} (the mesh has "
+                             f"{cfg.cols})")
+        replies = {}
+        for c in range(cfg.cols):
+            words = np.array([operator.index(w) for w in outlets.get(c, ())], dtype=np.uint64)
+            data, color, _ = unpack(words)
+            row = color - cfg.plan.out(0)
+            foreign = (row < 0) | (row >= cfg.rows)
+            if foreign.any():
+                raise ValueError(f"outlet {c} carried a wavelet of color "
+                                 f"{int(color[foreign][0])}, which is no row's reply color")
+            for r in range(cfg.rows):
+                mine = data[row == r]
+                if mine.size != expected[r]:
+                    raise ValueError(f"outlet {c} carried {mine.size} {what} word(s) of row {r} "
+                                     f"(color {cfg.plan.out(r)}), expected {expected[r]}")
+                if expected[r]:
+                    replies[(r, c)] = _signed32(mine)
+        return replies
+
+    # Figures ------------------------------------------------------------------------------------
+
+    @property
+    def stream_lengths(self):
+        """Wavelets in each row's compute stream (weights and carriage returns)."""
+        return np.array([len(self.streams[r]) for r in range(self.config.rows)])
+
+    @property
+    def density(self):
+        """Nonzero weights over all weights."""
+        return np.count_nonzero(self.W) / self.W.size
+
+    def useful_macs(self, X=None):
+        """Nonzero weight x nonzero activation pairs (over the real tokens)."""
+        X = self.check_x(X)
+        return int(np.count_nonzero(self.W, axis=0) @ np.count_nonzero(X, axis=1))
+
+    def ideal_cycles(self, X=None):
+        """:meth:`useful_macs` over the mesh's MACs (``rows * cols * lanes``), rounded up."""
+        cfg = self.config
+        return math.ceil(self.useful_macs(X) / (cfg.rows * cfg.cols * cfg.lanes))
+
+
+def _control(op, arg, color):
+    return int(pack(CONTROL.pack(op=op.value, arg=arg), color, 1))
+
+
+# Compiler -----------------------------------------------------------------------------------------
+
+def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
+                 balance=True, raw=False, zeros=False):
+    """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
+
+    Parameters
+    ----------
+    config : MeshConfig
+    W : (n_out, n_in) integers in the format's operand range.
+    X : (n_in, tokens) integers in the operand range, optional (the streams do not depend on
+        it; :meth:`GemmProgram.load_streams` and the figures use it by default).
+    n_tokens : int, optional
+        Tokens when ``X`` is not given (``cols * n_tok`` by default); must match ``X``.
+    in_placement : Placement, optional
+        Rows and slots of the input features; :meth:`Placement.balanced` (or, with
+        ``balance=False``, :meth:`Placement.modulo`) by default.
+    out_placement : Placement, optional
+        Owner rows and result slots of the outputs; :meth:`Placement.modulo` by default.
+    raw : bool
+        ``CR_OUT``: the owner rows send their 32-bit totals out instead of requantising them
+        into ``Y`` (no ``n_out`` limit).
+    zeros : bool
+        Stream zero weights too (to measure what sparse streaming saves).
+
+    Returns
+    -------
+    GemmProgram
+
+    Raises
+    ------
+    ValueError
+        Naming the limit when a shape does not fit (``n_feat``, ``n_out``, ``n_tok * cols``,
+        the operand range) or an argument is malformed.
+    """
+    if not isinstance(config, MeshConfig):
+        raise ValueError(f"config must be a MeshConfig, not {config!r}")
+    fmt = config.fmt
+    W = _operands(fmt, W, "W")
+    n_out, n_in = W.shape
+    if not n_out or not n_in:
+        raise ValueError(f"W must have at least one output and one input feature, not shape "
+                         f"{W.shape}")
+    if X is not None:
+        X = _operands(fmt, X, "X")
+        if X.shape[0] != n_in:
+            raise ValueError(f"X must have n_in = {n_in} rows (W is {n_out}x{n_in}), not "
+                             f"{X.shape[0]}")
+        if n_tokens is not None and n_tokens != X.shape[1]:
+            raise ValueError(f"n_tokens={n_tokens!r} but X has {X.shape[1]} tokens")
+        tokens = X.shape[1]
+    elif n_tokens is not None:
+        tokens = _positive("n_tokens", n_tokens)
+    else:
+        tokens = config.max_tokens
+    if not 1 <= tokens <= config.max_tokens:
+        raise ValueError(f"tokens: {tokens} do not fit the mesh, which holds n_tok * cols = "
+                         f"{config.n_tok} * {config.cols} = {config.max_tokens}")
+    if in_placement is None:
+        in_placement = (Placement.balanced(W, config.rows) if balance
+                        else Placement.modulo(n_in, config.rows))
+    if out_placement is None:
+        out_placement = Placement.modulo(n_out, config.rows)
+    for name, p, n in (("in_placement", in_placement, n_in),
+                       ("out_placement", out_placement, n_out)):
+        if not isinstance(p, Placement):
+            raise ValueError(f"{name} must be a Placement, not {p!r}")
+        if p.rows != config.rows:
+            raise ValueError(f"{name} is for {p.rows} rows, the mesh has {config.rows}")
+        if len(p) != n:
+            raise ValueError(f"{name} places {len(p)} features, W has {n} "
+                             f"{'inputs' if name == 'in_placement' else 'outputs'}")
+    in_placement.check_fits(config.n_feat, "input features", name="n_feat")
+    if not raw:
+        out_placement.check_fits(config.n_out, "output features", name="n_out")
+    else:
+        big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
+        if big > _ARG_MAX:
+            raise ValueError(f"output features: a carriage return argument of {big} does not "
+                             f"fit its 28 bits")
+    return GemmProgram(config, W, X, tokens, in_placement, out_placement, bool(raw), bool(zeros))
