@@ -5,16 +5,21 @@ such as the FPGA tops); :class:`AxiStreamMesh` wraps it with flat AXI4-Stream po
 users and test drivers (``wse export --mesh RxC``). The contract is ``docs/mesh.md``.
 """
 
-from amaranth.hdl import Cat, Module
+from functools import cache
+
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, ResetSignal, Shape
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.tile import Tile
+from rtl.tile import Tile, strap_values
 from rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
 
 from .config import MeshConfig
 
-__all__ = ["Mesh", "AxiStreamMesh", "port_name"]
+__all__ = ["Mesh", "AxiStreamMesh", "port_name", "TILE_MODULE"]
+
+#: Verilog module name of the one tile every position of a shared-tile mesh instantiates.
+TILE_MODULE = "wse_tile"
 
 _NEIGHBOUR = {Direction.E: (0, 1), Direction.S: (1, 0)}
 
@@ -43,6 +48,14 @@ class Mesh(wiring.Component):
 
     The color plan is checked first (:meth:`fabric.routes.ColorPlan.check`).
 
+    With ``shared_tile`` (the default) every position instantiates one Verilog module,
+    :data:`TILE_MODULE`: a tile whose routes, colors and row are straps (``Tile(straps=True)``)
+    tied to each position's constants. The tile is elaborated, exported and compiled once,
+    however large the mesh; :meth:`verilog_dependencies` gives its Verilog, which must be
+    compiled with the mesh's (``sim.cocotb_run.build`` and ``wse export`` include it). Without
+    it, every position elaborates a tile of its own with the constants built in (Amaranth's
+    simulator needs that; synthesis tools fold the same constants either way).
+
     Members
     -------
     s_axis_w<r> : In(stream.Signature(Wavelet))
@@ -57,12 +70,13 @@ class Mesh(wiring.Component):
         Nothing in flight anywhere: every router queue empty and every core idle.
     """
 
-    def __init__(self, config=None):
+    def __init__(self, config=None, *, shared_tile=True):
         config = MeshConfig() if config is None else config
         if not isinstance(config, MeshConfig):
             raise TypeError(f"config must be a MeshConfig, not {config!r}")
         config.plan.check()
         self.config = config
+        self.shared_tile = bool(shared_tile)
         self.ports = _edge_ports(config)
         members = {name: (In if way == "in" else Out)(stream.Signature(Wavelet))
                    for name, way, _, _ in self.ports}
@@ -74,14 +88,46 @@ class Mesh(wiring.Component):
         plan = self.config.plan
         return Tile(self.config.core(r, c), routes=plan.routes(r, c), n_colors=plan.n_colors,
                     cfg_color=plan.cfg_color, cfg_route=plan.cfg_route(r, c),
-                    depth=self.config.depth)
+                    depth=self.config.depth, acc_buffers=self.config.acc_buffers)
+
+    def strapped_tile(self):
+        """The tile every position of a shared-tile mesh is (its straps unconnected)."""
+        plan = self.config.plan
+        return _strapped_tile(self.config)
+
+    def verilog_dependencies(self):
+        """Verilog that must be compiled with this mesh's: the shared tile module, or ``""``."""
+        return _tile_verilog(self.config) if self.shared_tile else ""
+
+    def _instance(self, m, r, c, template):
+        """Instantiate :data:`TILE_MODULE` at ``(r, c)``; return an interface object with the
+        tile's members to wire to."""
+        plan = self.config.plan
+        proxy = template.signature.create(path=(f"tile_{r}_{c}",))
+        straps = strap_values(self.config.core(r, c), plan.routes(r, c), plan.cfg_route(r, c))
+        ports = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
+        for path, member, value in template.signature.flatten(proxy):
+            name = "__".join(str(p) for p in path)
+            if name in straps:
+                value = Const(straps[name], Shape.cast(member.shape).width)
+            ports.append(("i" if member.flow == In else "o", name, value))
+        m.submodules[f"tile_{r}_{c}"] = Instance(TILE_MODULE, *ports)
+        return proxy
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         tiles = {}
+        template = self.strapped_tile() if self.shared_tile else None
+        if template is not None:    # only its signature is used: not an unused design
+            template._MustUse__silence = True
+            template.router._MustUse__silence = True
+            template.core._MustUse__silence = True
         for r, c in cfg.tiles:
-            tiles[r, c] = m.submodules[f"tile_{r}_{c}"] = self.tile(r, c)
+            if self.shared_tile:
+                tiles[r, c] = self._instance(m, r, c, template)
+            else:
+                tiles[r, c] = m.submodules[f"tile_{r}_{c}"] = self.tile(r, c)
         for (r, c), tile in tiles.items():
             for d, (dr, dc) in _NEIGHBOUR.items():
                 other = tiles.get((r + dr, c + dc))
@@ -107,6 +153,18 @@ class Mesh(wiring.Component):
         return m
 
 
+def _strapped_tile(config):
+    plan = config.plan
+    return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
+                depth=config.depth, acc_buffers=config.acc_buffers)
+
+
+@cache
+def _tile_verilog(config):
+    from amaranth.back import verilog
+    return verilog.convert(_strapped_tile(config), name=TILE_MODULE, emit_src=False)
+
+
 class AxiStreamMesh(wiring.Component):
     """A :class:`Mesh` with flat AXI4-Stream ports, the top that ``wse export --mesh`` writes.
 
@@ -118,8 +176,8 @@ class AxiStreamMesh(wiring.Component):
 
     FIELDS = (("tdata", DATA_BITS), ("tdest", COLOR_BITS), ("tuser", 1))
 
-    def __init__(self, config=None):
-        self.mesh = Mesh(config)
+    def __init__(self, config=None, *, shared_tile=True):
+        self.mesh = Mesh(config, shared_tile=shared_tile)
         self.config = self.mesh.config
         members = {}
         for name, way, _, _ in self.mesh.ports:
@@ -154,3 +212,6 @@ class AxiStreamMesh(wiring.Component):
         m.d.comb += [self.error.eq(mesh.error), self.overflow.eq(mesh.overflow),
                      self.idle.eq(mesh.idle)]
         return m
+
+    def verilog_dependencies(self):
+        return self.mesh.verilog_dependencies()

@@ -6,7 +6,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams, strap_layout
 from .mac import Mac
 from .psum import PsumEngine
 from .wavelet import WAVELET_BITS, ControlOp, ControlPayload, Wavelet
@@ -43,6 +43,10 @@ class Core(wiring.Component):
     params : CoreParams
     cmd_depth, psum_depth : int
         Entries of the command FIFO and of each psum FIFO (at least 2).
+    acc_buffers : int
+        Accumulator buffers, 2..16: a CR stalls only when every buffer but the active one waits
+        for the partial-sum engine, so with more buffers a row can run that many outputs ahead
+        of a slower neighbour. Timing only: results do not depend on it.
 
     Members
     -------
@@ -55,29 +59,42 @@ class Core(wiring.Component):
     idle : Out(1)
         Nothing queued, running or waiting to be sent: every command taken so far has had its
         full effect.
+    strap : In(strap_layout(rows))
+        Only with ``straps=True``: the colors and the row, as inputs (``params.colors`` and
+        ``params.row`` are then ignored); see :func:`~rtl.core_params.strap_value`.
     """
 
-    def __init__(self, params, *, cmd_depth=4, psum_depth=4):
+    def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
-        for name, value in (("cmd_depth", cmd_depth), ("psum_depth", psum_depth)):
+        for name, value in (("cmd_depth", cmd_depth), ("psum_depth", psum_depth),
+                            ("acc_buffers", acc_buffers)):
             if not isinstance(value, int) or value < 2:
                 raise ValueError(f"{name} must be an integer of at least 2, not {value!r}")
+        if acc_buffers > 16:
+            raise ValueError(f"acc_buffers must be at most 16, not {acc_buffers!r}")
         self.params = params
         self.cmd_depth = cmd_depth
         self.psum_depth = psum_depth
-        super().__init__({
+        self.acc_buffers = acc_buffers
+        self.straps = bool(straps)
+        members = {
             "i":        In(stream.Signature(Wavelet)),
             "o":        Out(stream.Signature(Wavelet)),
             "error":    Out(1),
             "overflow": Out(1),
             "idle":     Out(1),
-        })
+        }
+        if self.straps:
+            members["strap"] = In(strap_layout(params.rows))
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        p, fmt, colors = self.params, self.params.fmt, self.params.colors
+        p, fmt = self.params, self.params.fmt
+        colors, row = (self.strap, self.strap.row) if self.straps else (p.colors, p.row)
         lanes, tpb, n_tok = p.lanes, p.tpb, p.n_tok
+        n_buf = self.acc_buffers
         counters = {name: Signal(32, name=name) for name in COUNTERS}
         error_now = Signal(1)          # an error found this cycle
 
@@ -106,7 +123,7 @@ class Core(wiring.Component):
             xs.append((x.read_port(), x.write_port()))
             masks.append((mask.read_port(domain="comb"), mask.write_port()))
             pair = []
-            for k in range(2):
+            for k in range(n_buf):
                 acc = m.submodules[f"acc{b}_{k}"] = Memory(shape=fmt.acc_shape, depth=tpb,
                                                            init=[])
                 wp = acc.write_port()
@@ -126,15 +143,22 @@ class Core(wiring.Component):
         slot = head.data[16:32]
         op = ctrl.op.as_value()
         pop = Signal()
+        retire = Signal()
         busy = Signal()
         stall = Signal()
         m.d.comb += cmdq.r_en.eq(pop)
 
-        buf = Signal()                     # active accumulator buffer
+        buf = Signal(range(n_buf))         # active accumulator buffer
+        ebuf = Signal(range(n_buf))        # buffer of the engine's current or next reduction
+        retired = Signal(range(n_buf))     # buffers handed to the engine and not yet reduced
+        crq = m.submodules.cr_fifo = SyncFIFO(width=29, depth=n_buf - 1)   # (raw, o) to reduce
+        engine_was_busy = Signal()
         active = Signal()                  # an AXPY is part-way through its tokens
         remaining = [Signal(tpb, name=f"rem{b}") for b in range(lanes)]
         ptr = Signal(16)
-        engine = m.submodules.psum = PsumEngine(p)
+        engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
+        if self.straps:
+            m.d.comb += engine.strap.eq(self.strap)
         macs = []
         for b in range(lanes):
             macs.append(Mac(fmt))
@@ -143,7 +167,7 @@ class Core(wiring.Component):
         # MAC pipeline registers: s1 = X read returned, s2 = accumulator read returned.
         s1_valid = [Signal(name=f"s1_valid{b}") for b in range(lanes)]
         s1_index = [Signal(range(tpb), name=f"s1_index{b}") for b in range(lanes)]
-        s1_buf, s2_buf = Signal(), Signal()
+        s1_buf, s2_buf = Signal(range(n_buf)), Signal(range(n_buf))
         s1_weight = Signal(fmt.operand_shape)
         s2_index = [Signal(range(tpb), name=f"s2_index{b}") for b in range(lanes)]
         pipeline_busy = Cat(*s1_valid, *(mac.s1_valid for mac in macs)).any()
@@ -169,7 +193,7 @@ class Core(wiring.Component):
         m.d.sync += [v.eq(0) for v in s1_valid]
         for b in range(lanes):
             m.d.comb += xs[b][0].en.eq(0)
-            for k in range(2):
+            for k in range(n_buf):
                 m.d.comb += accs[b][k][0].en.eq(0)
         m.d.comb += y_rp.en.eq(0)
         n_x = p.n_feat * n_tok
@@ -206,7 +230,7 @@ class Core(wiring.Component):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
                 m.d.sync += ptr.eq(arg[:16])
             with m.Elif(op == ControlOp.READ.value):
-                with m.If(pipeline_busy | engine.busy):
+                with m.If(pipeline_busy | (retired != 0)):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     m.d.comb += pop.eq(1)
@@ -217,14 +241,14 @@ class Core(wiring.Component):
             with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
                 owner = arg % p.rows
                 raw = op == ControlOp.CR_OUT.value
-                with m.If(~raw & (owner == p.row) & (arg // p.rows >= p.n_out)):
+                with m.If(~raw & (owner == row) & (arg // p.rows >= p.n_out)):
                     m.d.comb += [pop.eq(1), busy.eq(1), error_now[0].eq(1)]
-                with m.Elif(engine.busy):
+                with m.Elif(retired == n_buf - 1):
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += [pop.eq(1), busy.eq(1), engine.start.eq(1), engine.o.eq(arg),
-                                 engine.raw.eq(raw)]
-                    m.d.sync += buf.eq(~buf)
+                    m.d.comb += [pop.eq(1), busy.eq(1), retire.eq(1),
+                                 crq.w_data.eq(Cat(arg, raw)), crq.w_en.eq(1)]
+                    m.d.sync += buf.eq(Mux(buf == n_buf - 1, 0, buf + 1))
             with m.Elif(op.matches(*(o.value for o in (ControlOp.NOP, ControlOp.ADVANCE,
                                                        ControlOp.RESET, ControlOp.TEARDOWN)))):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
@@ -238,11 +262,11 @@ class Core(wiring.Component):
             x_rp = xs[b][0]
             m.d.comb += [mac.valid.eq(s1_valid[b]), mac.a.eq(s1_weight), mac.b.eq(x_rp.data)]
             m.d.sync += s2_index[b].eq(s1_index[b])
-            for k in range(2):
+            for k in range(n_buf):
                 rp, wp = accs[b][k]
                 mac_reads = s1_valid[b] & (s1_buf == k)
                 mac_writes = mac.s1_valid & (s2_buf == k)
-                engine_owns = engine.busy & (buf != k)
+                engine_owns = engine.busy & (ebuf == k)
                 with m.If(mac_reads):
                     m.d.comb += [rp.addr.eq(s1_index[b]), rp.en.eq(1)]
                 with m.Elif(engine_owns & engine.acc_read & (engine.read_bank == b)):
@@ -251,10 +275,22 @@ class Core(wiring.Component):
                     m.d.comb += [wp.addr.eq(s2_index[b]), wp.data.eq(mac.sum), wp.en.eq(1)]
                 with m.Elif(engine_owns & engine.acc_clear & (engine.clear_bank == b)):
                     m.d.comb += [wp.addr.eq(engine.clear_index), wp.data.eq(0), wp.en.eq(1)]
-            m.d.comb += mac.acc.eq(Mux(s2_buf, accs[b][1][0].data, accs[b][0][0].data))
+            m.d.comb += mac.acc.eq(Array(accs[b][k][0].data for k in range(n_buf))[s2_buf])
         m.d.comb += engine.acc_data.eq(
-            Array(Mux(buf, accs[b][0][0].data, accs[b][1][0].data) for b in range(lanes))
+            Array(Array(accs[b][k][0].data for k in range(n_buf))[ebuf] for b in range(lanes))
             [engine.clear_bank])
+
+        # -- retired buffers: reduced one at a time, oldest first ----------------------------------
+        engine_done = engine_was_busy & ~engine.busy
+        m.d.sync += engine_was_busy.eq(engine.busy)
+        m.d.comb += [
+            engine.start.eq(crq.r_rdy & ~engine.busy),
+            engine.o.eq(crq.r_data[:28]), engine.raw.eq(crq.r_data[28]),
+            crq.r_en.eq(engine.start),
+        ]
+        with m.If(engine_done):
+            m.d.sync += ebuf.eq(Mux(ebuf == n_buf - 1, 0, ebuf + 1))
+        m.d.sync += retired.eq(retired + retire - engine_done)
 
         # -- partial-sum engine connections ---------------------------------------------------
         m.d.comb += [
@@ -289,7 +325,7 @@ class Core(wiring.Component):
         with m.If(Cat(*(mac.overflow for mac in macs), engine.overflow).any()):
             m.d.sync += [counters["overflow"].eq(1), self.overflow.eq(1)]
         m.d.comb += self.idle.eq(~(cmdq.r_rdy | pnq.r_rdy | psq.r_rdy | active | pipeline_busy
-                                   | engine.busy | rd_active | self.o.valid))
+                                   | (retired != 0) | rd_active | self.o.valid))
         self._counters = counters
         return m
 
@@ -339,6 +375,7 @@ class Core(wiring.Component):
                      active, out, xs, y_rp, busy, stall, error_now):
         """READ: per word, one cycle to read it and at least one to hand it to the output."""
         n_tok, lanes, tpb = p.n_tok, p.lanes, p.tpb
+        colors = self.strap if self.straps else p.colors
         log_tok = n_tok.bit_length() - 1
         in_x = address < p.n_feat * n_tok
         in_y = (address >= Y_BASE) & (address < Y_BASE + p.n_out * n_tok)
@@ -369,7 +406,7 @@ class Core(wiring.Component):
                     m.d.comb += value.eq(y_rp.data.as_signed())
                 with m.Case(2):
                     m.d.comb += value.eq(word)
-            m.d.comb += [reply.data.eq(value), reply.color.eq(p.colors.out), reply.ctrl.eq(0),
+            m.d.comb += [reply.data.eq(value), reply.color.eq(colors.out), reply.ctrl.eq(0),
                          out.valid.eq(1)]
             with m.If(out.ready):
                 m.d.comb += [busy.eq(1), error_now[0].eq(region == 3)]

@@ -8,10 +8,13 @@ import dataclasses
 import operator
 from dataclasses import dataclass
 
+from amaranth.lib import data
+
 from .numfmt import FixedPoint
 from .wavelet import MAX_COLORS
 
-__all__ = ["Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams"]
+__all__ = ["Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "strap_layout",
+           "strap_value"]
 
 Y_BASE = 0x8000
 COUNTER_BASE = 0xFF00
@@ -125,3 +128,18 @@ class CoreParams:
     def tpb(self) -> int:
         """Tokens per bank: ``n_tok // lanes``."""
         return self.n_tok // self.lanes
+
+
+def strap_layout(rows: int) -> data.StructLayout:
+    """The straps of a core built with ``straps=True``: its seven colors and its row, inputs
+    instead of elaboration constants, so every core of a mesh is the same module."""
+    fields = {f.name: 5 for f in dataclasses.fields(CoreColors)}
+    fields["row"] = max(1, (rows - 1).bit_length())
+    return data.StructLayout(fields)
+
+
+def strap_value(params: CoreParams) -> int:
+    """The constant a mesh ties a strapped core's straps to, from ``params``."""
+    layout = strap_layout(params.rows)
+    values = {**dataclasses.asdict(params.colors), "row": params.row}
+    return sum(values[name] << field.offset for name, field in layout)

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .core_params import CoreParams
+from .core_params import CoreParams, strap_layout
 from .wavelet import Wavelet
 
 __all__ = ["PsumEngine"]
@@ -51,14 +51,19 @@ class PsumEngine(wiring.Component):
         Write a requantised result into ``Y``.
     overflow : Out(1)
         A sum or a requantisation saturated this cycle.
+    strap : In(strap_layout(rows))
+        Only with ``straps=True``: the core's colors and row (see :class:`~rtl.core.Core`).
     """
 
-    def __init__(self, params):
+    def __init__(self, params, *, straps=False):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
+        self.straps = bool(straps)
         fmt = params.fmt
+        straps = {"strap": In(strap_layout(params.rows))} if self.straps else {}
         super().__init__({
+            **straps,
             "start":     In(1),
             "o":         In(28),
             "raw":       In(1),
@@ -82,7 +87,7 @@ class PsumEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, fmt = self.params, self.params.fmt
-        colors = p.colors
+        colors, row = (self.strap, self.strap.row) if self.straps else (p.colors, p.row)
 
         o = Signal(28)
         slot = Signal(28)
@@ -131,10 +136,10 @@ class PsumEngine(wiring.Component):
                 owner = o % p.rows
                 m.d.sync += [
                     slot.eq(o // p.rows),
-                    need_n.eq((p.row > 0) & (p.row <= owner)),
-                    need_s.eq((p.row < p.rows - 1) & (p.row >= owner)),
-                    is_owner.eq(owner == p.row),
-                    towards_s.eq(p.row < owner),
+                    need_n.eq((row > 0) & (row <= owner)),
+                    need_s.eq((row < p.rows - 1) & (row >= owner)),
+                    is_owner.eq(owner == row),
+                    towards_s.eq(row < owner),
                 ]
                 m.next = "RUN"
             with m.State("RUN"):

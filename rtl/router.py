@@ -2,7 +2,7 @@
 
 import operator
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -66,6 +66,9 @@ class Router(wiring.Component):
         Route of configuration wavelets; by default accepted from every port and not forwarded.
     counter_width : int
         Width of ``drops``.
+    straps : bool
+        Take the initial routes, configuration route and queue map from input ports (see
+        ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
     ramp_rotates : bool
         When the core does not take the ramp output's offer, offer the next queue head instead
         (see :class:`~rtl.arbiter.RoundRobin` ``hold=False``). A core that takes psums while its
@@ -84,11 +87,17 @@ class Router(wiring.Component):
         Sticky: some wavelet was dropped.
     idle : Out(1)
         Every queue is empty (nothing in flight in this router).
+    route_init, cfg_route_init, queue_map_init : In
+        Only with ``straps=True``: the initial route table (position 0 of each color: ``rx``
+        in bits ``10c .. 10c+4``, ``tx`` in ``10c+5 .. 10c+9``), the configuration route
+        (``rx``, ``tx``) and the queue of each color (``queue_bits`` each), loaded while
+        ``rst`` is high instead of being elaboration constants. Every tile of a mesh is then
+        the same module, and only these straps differ.
     """
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
                  cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32,
-                 ramp_rotates=False):
+                 ramp_rotates=False, straps=False):
         n_colors = operator.index(n_colors)
         if not 1 <= n_colors <= MAX_COLORS:
             raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
@@ -139,6 +148,10 @@ class Router(wiring.Component):
         self.cfg_route = cfg_route
         self.counter_width = counter_width
         self.ramp_rotates = bool(ramp_rotates)
+        self.straps = bool(straps)
+        if self.straps and any(True for _ in self.routes):
+            raise ValueError("a strapped router takes its routes from route_init, not routes")
+        self.queue_bits = max(1, (n_queues - 1).bit_length())
 
         members = {}
         for d in Direction:
@@ -148,6 +161,10 @@ class Router(wiring.Component):
         members["drops"] = Out(counter_width)
         members["error"] = Out(1)
         members["idle"] = Out(1)
+        if self.straps:
+            members["route_init"] = In(n_colors * 10)
+            members["cfg_route_init"] = In(10)
+            members["queue_map_init"] = In(MAX_COLORS * self.queue_bits)
         super().__init__(members)
 
     def params(self):
@@ -186,12 +203,14 @@ class Router(wiring.Component):
         for color in range(self.n_colors):
             positions = self.routes[color] or [Position(0, 0)]
             positions += [Position(0, 0)] * (MAX_POSITIONS - len(positions))
-            pos_rx.append(Array(Signal(5, init=p.rx, name=f"c{color}_rx{k}")
+            pos_rx.append(Array(Signal(5, init=p.rx, name=f"c{color}_rx{k}",
+                                       reset_less=self.straps)
                                 for k, p in enumerate(positions)))
-            pos_tx.append(Array(Signal(5, init=p.tx, name=f"c{color}_tx{k}")
+            pos_tx.append(Array(Signal(5, init=p.tx, name=f"c{color}_tx{k}",
+                                       reset_less=self.straps)
                                 for k, p in enumerate(positions)))
             last.append(Signal(2, init=max(len(self.routes[color]), 1) - 1,
-                               name=f"c{color}_last"))
+                               name=f"c{color}_last", reset_less=self.straps))
             current.append(Signal(2, name=f"c{color}_pos"))
             torn.append(Signal(name=f"c{color}_torn"))
         cur_rx = Array(Signal(5, name=f"c{c}_cur_rx") for c in range(MAX_COLORS))
@@ -204,17 +223,21 @@ class Router(wiring.Component):
                 cur_torn[color].eq(torn[color]),
             ]
         if self.cfg_color is not None:
-            m.d.comb += [
-                cur_rx[self.cfg_color].eq(self.cfg_route.rx),
-                cur_tx[self.cfg_color].eq(self.cfg_route.tx),
-            ]
+            cfg_rx, cfg_tx = ((self.cfg_route_init[:5], self.cfg_route_init[5:]) if self.straps
+                              else (self.cfg_route.rx, self.cfg_route.tx))
+            m.d.comb += [cur_rx[self.cfg_color].eq(cfg_rx), cur_tx[self.cfg_color].eq(cfg_tx)]
 
         # Input queues.
         heads = []                       # (port, queue, head wavelet view, head valid, fifo)
         for port in Direction:
             inp = self.port_in(port)
             queue_of = Signal(range(Q), name=f"{port.name.lower()}_queue")
-            if Q > 1:
+            if Q > 1 and self.straps:
+                strapped = self.queue_map_init.word_select(inp.payload.color, self.queue_bits)
+                if self.cfg_color is not None:
+                    strapped = Mux(inp.payload.color == self.cfg_color, Q - 1, strapped)
+                m.d.comb += queue_of.eq(strapped)
+            elif Q > 1:
                 m.d.comb += queue_of.eq(Array(Const(q, range(Q)) for q in queue_map)
                                         [inp.payload.color])
             ready = Array(Signal(name=f"{port.name.lower()}_q{q}_w_rdy") for q in range(Q))
@@ -335,6 +358,18 @@ class Router(wiring.Component):
                         m.d.sync += [current[color].eq(0), torn[color].eq(0)]
                     with m.Elif(upd_cmd == ControlOp.TEARDOWN):
                         m.d.sync += torn[color].eq(1)
+
+        # Straps: while in reset, load the initial routes (last assignment wins over updates).
+        if self.straps:
+            with m.If(ResetSignal()):
+                for color in range(self.n_colors):
+                    m.d.sync += [
+                        pos_rx[color][0].eq(self.route_init[10 * color:10 * color + 5]),
+                        pos_tx[color][0].eq(self.route_init[10 * color + 5:10 * color + 10]),
+                        last[color].eq(0),
+                    ]
+                    for k in range(1, MAX_POSITIONS):
+                        m.d.sync += [pos_rx[color][k].eq(0), pos_tx[color][k].eq(0)]
 
         # Drop counter and sticky error.
         n_dropped = Signal(range(H + 1))

@@ -5,13 +5,26 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .core import Core
-from .core_params import CoreParams
+from .core_params import CoreParams, strap_layout, strap_value
 from .router import Router
 from .wavelet import MAX_COLORS, Direction, Wavelet
 
-__all__ = ["Tile", "MESH_PORTS"]
+__all__ = ["Tile", "MESH_PORTS", "strap_values"]
 
 MESH_PORTS = (Direction.N, Direction.E, Direction.S, Direction.W)
+
+
+def strap_values(core, routes, cfg_route):
+    """``{port: constant}`` for the straps of a ``straps=True`` tile that is to behave as
+    ``Tile(core, routes=routes, cfg_route=cfg_route)`` with single-position routes."""
+    word = 0
+    for color, positions in routes:
+        if len(positions) != 1:
+            raise ValueError(f"a strapped tile starts with one switch position per color; color "
+                             f"{color} has {len(positions)}")
+        word |= (positions[0].rx | positions[0].tx << 5) << 10 * color
+    return {"strap_routes": word, "strap_cfg_route": cfg_route.rx | cfg_route.tx << 5,
+            "strap_core": strap_value(core)}
 
 
 class Tile(wiring.Component):
@@ -27,6 +40,10 @@ class Tile(wiring.Component):
         The core's parameters.
     routes : RouteTable or dict
         The router's initial route table (the mesh's color plan computes it).
+    acc_buffers : int
+        The core's accumulator buffers (:class:`~rtl.core.Core`).
+    straps : bool
+        Routes, colors and row from input ports (below).
     **router_kwargs
         Passed to :class:`~rtl.router.Router` (``n_colors``, ``depth``, ``cfg_color``,
         ``cfg_route``, ``counter_width``); ``n_queues``, ``queue_map`` and ``ramp_rotates``
@@ -43,9 +60,15 @@ class Tile(wiring.Component):
         The core's sticky error and overflow flags.
     idle : Out(1)
         Nothing in flight in the router or the core.
+    strap_routes, strap_cfg_route, strap_core : In
+        Only with ``straps=True``: the router's initial routes and configuration route
+        (:class:`~rtl.router.Router` ``route_init``) and the core's colors and row
+        (:class:`~rtl.core.Core` ``strap``), as inputs instead of ``routes`` and ``core``'s
+        colors and row, so that every tile of a mesh is one module. :func:`strap_values` gives
+        the constants.
     """
 
-    def __init__(self, core, *, routes=None, **router_kwargs):
+    def __init__(self, core, *, routes=None, acc_buffers=2, straps=False, **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
         for name in ("n_queues", "queue_map", "ramp_rotates"):
@@ -53,10 +76,15 @@ class Tile(wiring.Component):
                 raise ValueError(f"{name} is set by the tile, not by its caller")
         psum_colors = {core.colors.psum_from_n, core.colors.psum_from_s}
         self.core_params = core
-        self.router = Router(routes=routes, n_queues=2, ramp_rotates=True,
-                             queue_map=[int(c in psum_colors) for c in range(MAX_COLORS)],
-                             **router_kwargs)
-        self.core = Core(core)
+        self.straps = bool(straps)
+        if self.straps:
+            router_kwargs.pop("cfg_route", None)
+            self.router = Router(n_queues=2, ramp_rotates=True, straps=True, **router_kwargs)
+        else:
+            self.router = Router(routes=routes, n_queues=2, ramp_rotates=True,
+                                 queue_map=[int(c in psum_colors) for c in range(MAX_COLORS)],
+                                 **router_kwargs)
+        self.core = Core(core, acc_buffers=acc_buffers, straps=self.straps)
         members = {}
         for d in MESH_PORTS:
             members[f"i_{d.name.lower()}"] = In(stream.Signature(Wavelet))
@@ -64,6 +92,10 @@ class Tile(wiring.Component):
             members[f"o_{d.name.lower()}"] = Out(stream.Signature(Wavelet))
         members.update({"drops": Out(self.router.counter_width), "error": Out(1),
                         "core_error": Out(1), "overflow": Out(1), "idle": Out(1)})
+        if self.straps:
+            members.update({"strap_routes": In(self.router.n_colors * 10),
+                             "strap_cfg_route": In(10),
+                             "strap_core": In(strap_layout(core.rows))})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -83,4 +115,12 @@ class Tile(wiring.Component):
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
             self.idle.eq(router.idle & core.idle),
         ]
+        if self.straps:
+            s = self.strap_core
+            m.d.comb += [
+                router.route_init.eq(self.strap_routes),
+                router.cfg_route_init.eq(self.strap_cfg_route),
+                router.queue_map_init.eq((1 << s.psum_from_n) | (1 << s.psum_from_s)),
+                core.strap.eq(s),
+            ]
         return m

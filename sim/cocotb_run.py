@@ -85,8 +85,13 @@ def _icarus_time_zero(text):
     return _TRIGGER.sub(lambda m: f"{m[0]}\n{m[1]}initial #0 {m[2]} = 1'b1;", text)
 
 
-def build(component, *, top, sim="verilator", waves=False, root=None):
-    """Export ``component`` as Verilog module ``top`` and build it for ``sim``."""
+def build(component, *, top, sim="verilator", waves=False, root=None, ports_only=False):
+    """Export ``component`` as Verilog module ``top`` and build it for ``sim``.
+
+    ``ports_only``: the testbench touches only the top module's ports, so Verilator need not
+    make every internal signal visible to VPI (cocotb's default ``--public-flat-rw``), which
+    keeps it free to optimise: a 4x4 mesh compiles in a fraction of the time.
+    """
     _check_sim(sim)
     toolchain.setup()
     from cocotb_tools.runner import get_runner
@@ -97,7 +102,12 @@ def build(component, *, top, sim="verilator", waves=False, root=None):
     text = staging.read_text()
     if sim == "icarus":
         text = _icarus_time_zero(text)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    args = list(_VERILATOR_ARGS) if sim == "verilator" else []
+    if ports_only and sim == "verilator":
+        args += ["--no-public-flat-rw", "--public-depth", "1"]
+    if waves and sim == "verilator":
+        args += ["--trace-fst", "--trace-structs"]
+    digest = hashlib.sha256("\n".join([text, *args]).encode()).hexdigest()[:12]
     directory = (root / sim / f"{top}-{digest}{'-waves' if waves else ''}").resolve()
     verilog = directory / f"{top}.v"
     with _locked(directory):
@@ -105,9 +115,6 @@ def build(component, *, top, sim="verilator", waves=False, root=None):
             verilog.write_text(text)
         staging.unlink()
         runner = get_runner(sim)
-        args = list(_VERILATOR_ARGS) if sim == "verilator" else []
-        if waves and sim == "verilator":
-            args += ["--trace-fst", "--trace-structs"]
         runner.build(sources=[verilog], hdl_toplevel=top, build_dir=directory,
                      build_args=args, timescale=_TIMESCALE, waves=waves,
                      log_file=directory / "build.log")
@@ -117,12 +124,13 @@ def build(component, *, top, sim="verilator", waves=False, root=None):
 _cache = {}
 
 
-def build_once(make_component, *, key, top, sim="verilator", waves=False):
+def build_once(make_component, *, key, top, sim="verilator", waves=False, ports_only=False):
     """:func:`build` ``make_component()`` unless this process already built ``key`` (a
     hashable description of the design, such as its parameters as JSON) for ``sim``."""
-    index = (key, top, sim, waves)
+    index = (key, top, sim, waves, ports_only)
     if index not in _cache:
-        _cache[index] = build(make_component(), top=top, sim=sim, waves=waves)
+        _cache[index] = build(make_component(), top=top, sim=sim, waves=waves,
+                              ports_only=ports_only)
     return _cache[index]
 
 

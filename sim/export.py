@@ -12,11 +12,15 @@ __all__ = ["export_verilog"]
 def export_verilog(component, path, *, name="top"):
     """Write ``component`` as Verilog module ``name`` to ``path``; return the path.
 
-    The file is rewritten only when its text changes, so simulator builds that depend on it stay
-    cached across runs.
+    A component with a ``verilog_dependencies()`` method (a shared-tile mesh) gets that Verilog
+    (the modules it instantiates) in the same file, first. The file is rewritten only when its
+    text changes, so simulator builds that depend on it stay cached across runs.
     """
     toolchain.setup()
     text = verilog.convert(component, name=name, emit_src=False)
+    dependencies = getattr(component, "verilog_dependencies", None)
+    if dependencies is not None:
+        text = dependencies() + text
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:

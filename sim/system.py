@@ -267,7 +267,7 @@ class CocotbSystem(System):
         key = json.dumps(cfg.to_dict(), sort_keys=True)
         top = f"wse_mesh_{cfg.rows}x{cfg.cols}"
         self.built = build_once(lambda: AxiStreamMesh(cfg), key=key, top=top, sim=sim,
-                                waves=waves)
+                                waves=waves, ports_only=True)
         self._dir = tempfile.mkdtemp(prefix="wse-")
         path = os.path.join(self._dir, "mesh.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

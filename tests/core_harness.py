@@ -12,14 +12,14 @@ from rtl.core_params import COUNTER_BASE, COUNTERS
 from rtl.wavelet import WAVELET, ControlOp
 
 
-def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True):
+def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True, **core_kwargs):
     """Feed ``commands`` and psum wavelet lists to a core; READ the counters at the end.
 
     Each list stands for one router queue. Each cycle the ramp offers the head of one pending
     list, moving to the next list when the core does not take it. Returns
     ``({color: [data words]}, counters, cycles_used)``.
     """
-    core = Core(params)
+    core = Core(params, **core_kwargs)
     commands = list(commands) + [pe_model.read(params, COUNTER_BASE, len(COUNTERS))]
     sent = {}
     used = []

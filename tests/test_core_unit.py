@@ -13,7 +13,7 @@ from .core_harness import run_core
 TIMED = {"stall_cycles"}
 
 
-def compare(params, commands, psums_n=(), psums_s=(), ready=lambda cycle: True):
+def compare(params, commands, psums_n=(), psums_s=(), ready=lambda cycle: True, core_kwargs=None):
     """Run RTL and model on the same wavelets; assert equal outputs and counters."""
     model = pe_model.CoreModel(params)
     c = params.colors
@@ -21,7 +21,8 @@ def compare(params, commands, psums_n=(), psums_s=(), ready=lambda cycle: True):
     from_s = [pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_s) for v in psums_s]
     want = model.run(list(commands) + [pe_model.read(params, COUNTER_BASE, len(COUNTERS))],
                      psum_from_n=psums_n, psum_from_s=psums_s)
-    got, counters, cycles = run_core(params, commands, from_n, from_s, ready=ready)
+    got, counters, cycles = run_core(params, commands, from_n, from_s, ready=ready,
+                                     **(core_kwargs or {}))
     want_out = want.pop(c.out)
     want_counters = dict(zip(COUNTERS, want_out[-len(COUNTERS):]))
     for color, words in want.items():
@@ -193,3 +194,21 @@ def test_core_is_idle_only_when_everything_has_taken_effect():
     assert all(trace[first_idle:])             # then idle for good, once the engine is done
     # the AXPY (4 cycles) and the engine (n_tok + 3 = 7 cycles) ran before it went idle
     assert first_idle >= len(cmds) + 4
+
+
+@pytest.mark.parametrize("acc_buffers", [3, 4])
+def test_more_accumulator_buffers_change_timing_not_results(acc_buffers):
+    """With several buffers waiting for the engine (psums arrive late, output backpressure),
+    every CR still reduces its own buffer, in order."""
+    params = CoreParams(n_feat=4, n_tok=4, n_out=4, rows=3, row=1, lanes=2)
+    rng = np.random.default_rng(acc_buffers)
+    x = rng.integers(-200, 200, (4, 4))
+    x[rng.random((4, 4)) < 0.3] = 0
+    w = rng.integers(-200, 200, (9, 4))
+    w[rng.random((9, 4)) < 0.5] = 0
+    cmds = gemm_commands(params, w, x, zeros=False)
+    n_from_n = sum(4 for o in range(9) if 0 < 1 <= o % 3)
+    n_from_s = sum(4 for o in range(9) if o % 3 <= 1 < 2)
+    psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
+    compare(params, cmds, *psums, ready=lambda cycle: cycle % 4 == 0,
+            core_kwargs={"acc_buffers": acc_buffers})
