@@ -9,7 +9,8 @@ sense of what comes back:
 - input features go to rows by a :class:`Placement` (*balanced* by default: the features with
   the most nonzero weights first, dealt round-robin), output features to their owner rows by
   another (*modulo* unless given);
-- :attr:`GemmProgram.streams`: per row, for each output ``o`` in order, the nonzero weights
+- :attr:`GemmProgram.streams`: per row, for each output ``o`` in stream order
+  (:attr:`GemmProgram.output_order`: grouped by owner row, by index within), the nonzero weights
   ``W[o, i]`` of that row's features (in order of ``i``) as ``(value, slot)`` weight wavelets,
   then a carriage return ``slot_out[o] * rows + row_out[o]`` (``CR``, or ``CR_OUT`` for raw
   results) that every row gets;
@@ -255,6 +256,11 @@ class GemmProgram:
 
     # Streams ------------------------------------------------------------------------------------
 
+    @property
+    def output_order(self):
+        """The outputs in stream order: grouped by owner row, by index within a row."""
+        return np.argsort(self.out_placement.row_of, kind="stable")
+
     def cr_args(self):
         """The carriage return argument of each output: ``slot_out * rows + row_out``."""
         return self.out_placement.slot_of * self.config.rows + self.out_placement.row_of
@@ -266,17 +272,24 @@ class GemmProgram:
             o_idx, i_idx = (a.ravel() for a in np.indices(W.shape))
         else:
             o_idx, i_idx = np.nonzero(W)
+        # Outputs go grouped by owner row (then by index): psums then flow the same way for
+        # a run of outputs and the rows' engines overlap (docs/mesh.md, "Streams").
+        order = self.output_order
+        position = np.empty(self.n_out, dtype=np.int64)
+        position[order] = np.arange(self.n_out)
+        by_position = np.argsort(position[o_idx], kind="stable")     # keeps i order within
+        o_idx, i_idx = o_idx[by_position], i_idx[by_position]
         rows_w = self.in_placement.row_of[i_idx]
         data = self.in_placement.slot_of[i_idx] << 16 | W[o_idx, i_idx] & 0xFFFF
         words = pack(data, weight_color, 0)
         op = ControlOp.CR_OUT if self.raw else ControlOp.CR
-        crs = pack(CONTROL.pack(op=op.value, arg=self.cr_args()), weight_color, 1)
-        outputs = np.arange(self.n_out)
+        crs = pack(CONTROL.pack(op=op.value, arg=self.cr_args()[order]), weight_color, 1)
+        positions = np.arange(self.n_out)
         streams = {}
         for r in range(cfg.rows):
             mine = rows_w == r
-            # o_idx is sorted (row-major nonzero order): the CR of o goes after o's last weight
-            at = np.searchsorted(o_idx[mine], outputs, side="right")
+            # the CR of the output at position k goes after that output's last weight
+            at = np.searchsorted(position[o_idx[mine]], positions, side="right")
             streams[r] = np.insert(words[mine], at, crs).tolist()
         return streams, np.bincount(rows_w, minlength=cfg.rows).astype(np.int64)
 

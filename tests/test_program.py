@@ -200,7 +200,8 @@ def expected_streams(config, W, inp, outp, raw=False, zeros=False):
     """The streams as docs/mesh.md words them, with plain loops."""
     streams = {r: [] for r in range(config.rows)}
     op = "CR_OUT" if raw else "CR"
-    for o in range(W.shape[0]):
+    # grouped by owner row, by index within a row
+    for o in sorted(range(W.shape[0]), key=lambda o: (int(outp.row_of[o]), o)):
         for i in range(W.shape[1]):
             if W[o, i] or zeros:
                 streams[int(inp.row_of[i])].append(("w", 0, int(W[o, i]), int(inp.slot_of[i])))
