@@ -28,8 +28,8 @@ class MeshConfig:
     ``n_feat``, ``n_tok``, ``n_out``, ``lanes`` and ``fmt`` are each core's (``docs/pe.md``):
     a row holds up to ``n_feat`` input features and owns up to ``n_out`` output features, a
     column up to ``n_tok`` tokens. ``edges`` adds edge ports (``fabric.routes.ColorPlan``);
-    ``depth`` is the router queues' depth and ``acc_buffers`` the cores' accumulator buffers
-    (timing only).
+    ``depth`` is the router queues' depth, ``acc_buffers`` and ``psum_depth`` the cores'
+    accumulator buffers and psum FIFO depth (timing only: results never depend on them).
     """
     rows: int = 4
     cols: int = 4
@@ -41,9 +41,10 @@ class MeshConfig:
     edges: str = ""
     depth: int = 4
     acc_buffers: int = 4
+    psum_depth: int = 4
 
     def __post_init__(self):
-        for name in ("rows", "cols", "depth", "acc_buffers"):
+        for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
             value = operator.index(getattr(self, name))
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")

@@ -88,7 +88,8 @@ class Mesh(wiring.Component):
         plan = self.config.plan
         return Tile(self.config.core(r, c), routes=plan.routes(r, c), n_colors=plan.n_colors,
                     cfg_color=plan.cfg_color, cfg_route=plan.cfg_route(r, c),
-                    depth=self.config.depth, acc_buffers=self.config.acc_buffers)
+                    depth=self.config.depth, acc_buffers=self.config.acc_buffers,
+                    psum_depth=self.config.psum_depth)
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
@@ -156,7 +157,7 @@ class Mesh(wiring.Component):
 def _strapped_tile(config):
     plan = config.plan
     return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
-                depth=config.depth, acc_buffers=config.acc_buffers)
+                depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth)
 
 
 @cache

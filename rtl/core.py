@@ -59,6 +59,9 @@ class Core(wiring.Component):
     idle : Out(1)
         Nothing queued, running or waiting to be sent: every command taken so far has had its
         full effect.
+    accept : Out(3)
+        What ``i`` would take this cycle, by class: bit 0 a command (any color but the psum
+        colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s`` (for the router's ramp).
     strap : In(strap_layout(rows))
         Only with ``straps=True``: the colors and the row, as inputs (``params.colors`` and
         ``params.row`` are then ignored); see :func:`~rtl.core_params.strap_value`.
@@ -84,6 +87,7 @@ class Core(wiring.Component):
             "error":    Out(1),
             "overflow": Out(1),
             "idle":     Out(1),
+            "accept":   Out(3),
         }
         if self.straps:
             members["strap"] = In(strap_layout(params.rows))
@@ -110,6 +114,7 @@ class Core(wiring.Component):
             pnq.w_data.eq(self.i.payload.data), pnq.w_en.eq(self.i.valid & to_n),
             psq.w_data.eq(self.i.payload.data), psq.w_en.eq(self.i.valid & to_s),
             self.i.ready.eq(Mux(to_cmd, cmdq.w_rdy, Mux(to_n, pnq.w_rdy, psq.w_rdy))),
+            self.accept.eq(Cat(cmdq.w_rdy, pnq.w_rdy, psq.w_rdy)),
         ]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += counters["wavelets_in"].eq(counters["wavelets_in"] + 1)

@@ -66,6 +66,10 @@ class Router(wiring.Component):
         Route of configuration wavelets; by default accepted from every port and not forwarded.
     counter_width : int
         Width of ``drops``.
+    ramp_accept : bool
+        The core says, per color, what it can take this cycle (``ramp_accept``): the ramp
+        output arbitrates only among queue heads of those colors, so it never spends a cycle
+        offering a wavelet the core must refuse.
     straps : bool
         Take the initial routes, configuration route and queue map from input ports (see
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
@@ -87,6 +91,9 @@ class Router(wiring.Component):
         Sticky: some wavelet was dropped.
     idle : Out(1)
         Every queue is empty (nothing in flight in this router).
+    ramp_accept : In(32)
+        Only with ``ramp_accept=True``: bit ``c`` set when the core would take a wavelet of
+        color ``c`` this cycle.
     route_init, cfg_route_init, queue_map_init : In
         Only with ``straps=True``: the initial route table (position 0 of each color: ``rx``
         in bits ``10c .. 10c+4``, ``tx`` in ``10c+5 .. 10c+9``), the configuration route
@@ -97,7 +104,7 @@ class Router(wiring.Component):
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
                  cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32,
-                 ramp_rotates=False, straps=False):
+                 ramp_rotates=False, straps=False, ramp_accept=False):
         n_colors = operator.index(n_colors)
         if not 1 <= n_colors <= MAX_COLORS:
             raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
@@ -149,6 +156,7 @@ class Router(wiring.Component):
         self.counter_width = counter_width
         self.ramp_rotates = bool(ramp_rotates)
         self.straps = bool(straps)
+        self.ramp_accept = bool(ramp_accept)
         if self.straps and any(True for _ in self.routes):
             raise ValueError("a strapped router takes its routes from route_init, not routes")
         self.queue_bits = max(1, (n_queues - 1).bit_length())
@@ -161,6 +169,8 @@ class Router(wiring.Component):
         members["drops"] = Out(counter_width)
         members["error"] = Out(1)
         members["idle"] = Out(1)
+        if self.ramp_accept:
+            members["ramp_accept"] = In(MAX_COLORS)
         if self.straps:
             members["route_init"] = In(n_colors * 10)
             members["cfg_route_init"] = In(10)
@@ -330,9 +340,12 @@ class Router(wiring.Component):
             out = self.port_out(port)
             rotates = self.ramp_rotates and port == Direction.R
             arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H, hold=not rotates)
+            requests = [remaining.word_select(h, 5)[port.value] for h in range(H)]
+            if self.ramp_accept and port == Direction.R:
+                requests = [want & self.ramp_accept.bit_select(heads[h][2].color, 1)
+                            for h, want in enumerate(requests)]
             m.d.comb += [
-                arbiter.requests.eq(Cat(remaining.word_select(h, 5)[port.value]
-                                        for h in range(H))),
+                arbiter.requests.eq(Cat(*requests)),
                 arbiter.ready.eq(out.ready),
                 out.valid.eq(arbiter.valid),
                 out.payload.eq(Array(p.as_value() for p in out_payload)[arbiter.grant]),

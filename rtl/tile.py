@@ -1,6 +1,6 @@
 """The tile: a router and the core behind its ramp, the unit a mesh repeats."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Cat, Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,7 +32,9 @@ class Tile(wiring.Component):
 
     The router's ramp rotates (``ramp_rotates=True``) and the core's psum colors get a router
     queue of their own (queue 1; everything else queue 0), so psums reach the core while it
-    cannot take another command (``docs/pe.md``, "Why the ramp rotates").
+    cannot take another command (``docs/pe.md``, "Why the ramp rotates"). The core tells the
+    router which colors it can take this cycle (``ramp_accept``), so the ramp only offers those:
+    a command the core must refuse never costs the psums a cycle of the ramp.
 
     Parameters
     ----------
@@ -40,8 +42,8 @@ class Tile(wiring.Component):
         The core's parameters.
     routes : RouteTable or dict
         The router's initial route table (the mesh's color plan computes it).
-    acc_buffers : int
-        The core's accumulator buffers (:class:`~rtl.core.Core`).
+    acc_buffers, psum_depth : int
+        The core's accumulator buffers and psum FIFO depth (:class:`~rtl.core.Core`).
     straps : bool
         Routes, colors and row from input ports (below).
     **router_kwargs
@@ -68,10 +70,11 @@ class Tile(wiring.Component):
         the constants.
     """
 
-    def __init__(self, core, *, routes=None, acc_buffers=2, straps=False, **router_kwargs):
+    def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, straps=False,
+                 **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
-        for name in ("n_queues", "queue_map", "ramp_rotates"):
+        for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept"):
             if name in router_kwargs:
                 raise ValueError(f"{name} is set by the tile, not by its caller")
         psum_colors = {core.colors.psum_from_n, core.colors.psum_from_s}
@@ -79,12 +82,14 @@ class Tile(wiring.Component):
         self.straps = bool(straps)
         if self.straps:
             router_kwargs.pop("cfg_route", None)
-            self.router = Router(n_queues=2, ramp_rotates=True, straps=True, **router_kwargs)
+            self.router = Router(n_queues=2, ramp_rotates=True, straps=True, ramp_accept=True,
+                                 **router_kwargs)
         else:
-            self.router = Router(routes=routes, n_queues=2, ramp_rotates=True,
+            self.router = Router(routes=routes, n_queues=2, ramp_rotates=True, ramp_accept=True,
                                  queue_map=[int(c in psum_colors) for c in range(MAX_COLORS)],
                                  **router_kwargs)
-        self.core = Core(core, acc_buffers=acc_buffers, straps=self.straps)
+        self.core = Core(core, acc_buffers=acc_buffers, psum_depth=psum_depth,
+                         straps=self.straps)
         members = {}
         for d in MESH_PORTS:
             members[f"i_{d.name.lower()}"] = In(stream.Signature(Wavelet))
@@ -115,6 +120,11 @@ class Tile(wiring.Component):
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
             self.idle.eq(router.idle & core.idle),
         ]
+        colors = self.strap_core if self.straps else self.core_params.colors
+        m.d.comb += router.ramp_accept.eq(Cat(
+            Mux(color == colors.psum_from_n, core.accept[1],
+                Mux(color == colors.psum_from_s, core.accept[2], core.accept[0]))
+            for color in range(MAX_COLORS)))
         if self.straps:
             s = self.strap_core
             m.d.comb += [

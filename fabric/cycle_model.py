@@ -1,0 +1,114 @@
+"""A cycle model of a GEMM on the mesh: how long the compute phase takes, without the RTL.
+
+The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this says roughly
+*when*. It follows every core's dispatcher and partial-sum engine, output by output
+(``docs/mesh.md``, "Cycle model"):
+
+- a core's dispatcher runs its row's stream: an AXPY costs ``max(1, max over banks of the
+  nonzero tokens of its slot)`` (1 for a zero weight), a CR costs 1 and waits while every
+  accumulator buffer but the active one is still with the engine;
+- the engine reduces outputs in order, ``n_tok + 3`` cycles each at best; it starts an output
+  two cycles after its CR, and its first token waits for the first psum token of every
+  neighbour it needs (that neighbour's first token plus ``hop`` cycles);
+- every column runs the same stream, so a row's time is its slowest column's;
+- the phase ends when the last engine has sent its last token, plus the drain to the outlets.
+
+It ignores contention for the ramp between commands and psums and backpressure from full psum
+FIFOs, so it is optimistic where those matter; ``wse bench gemm`` prints it beside the measured
+cycles.
+"""
+
+import numpy as np
+
+from .program import GemmProgram
+
+__all__ = ["CycleModel", "predict_cycles"]
+
+#: Cycles from a core's engine sending a psum token to the neighbour's engine adding it: core
+#: output register, router queue and hop, router queue, ramp, core psum FIFO.
+HOP = 5
+#: Engine cycles an output beyond one per token: start, role, and the last add.
+ENGINE_EXTRA = 3
+#: Cycles from the first intake word to the first core's dispatcher, and from the last engine
+#: token to an idle mesh.
+FILL, DRAIN = 3, 4
+
+
+class CycleModel:
+    """The model's timeline for one program: ``cycles`` and per-core figures."""
+
+    def __init__(self, program, X=None, *, acc_buffers=None):
+        if not isinstance(program, GemmProgram):
+            raise TypeError(f"program must be a GemmProgram, not {program!r}")
+        cfg = program.config
+        self.program = program
+        self.acc_buffers = cfg.acc_buffers if acc_buffers is None else acc_buffers
+        costs = self._costs(program, program.check_x(X))
+        self.cycles, self.busy, self.stall = self._run(program, costs)
+
+    @staticmethod
+    def _costs(program, X):
+        """``costs[r][k]``: per column, the AXPY cycles row ``r`` spends on the ``k``-th output
+        of the stream (array over columns)."""
+        cfg = program.config
+        blocks = program.x_blocks(X)
+        rows = {}
+        for r in range(cfg.rows):
+            per_col = []
+            for c in range(cfg.cols):
+                block = blocks.get((r, c))
+                if block is None or not len(block):
+                    per_col.append(np.ones(0, dtype=np.int64))
+                    continue
+                mask = (block != 0).reshape(len(block), cfg.n_tok // cfg.lanes, cfg.lanes)
+                per_col.append(np.maximum(1, mask.sum(axis=1).max(axis=1)))
+            rows[r] = per_col
+        W = program.W
+        order = program.output_order
+        slot_of, row_of = program.in_placement.slot_of, program.in_placement.row_of
+        costs = np.zeros((cfg.rows, program.n_out, cfg.cols), dtype=np.int64)
+        for k, o in enumerate(order):
+            streamed = np.arange(program.n_in) if program.zeros else np.flatnonzero(W[o])
+            for i in streamed:
+                r, s = row_of[i], slot_of[i]
+                for c in range(cfg.cols):
+                    costs[r, k, c] += rows[r][c][s] if W[o, i] else 1
+        return costs.max(axis=2)
+
+    def _run(self, program, costs):
+        cfg = program.config
+        R, n_tok, n_buf = cfg.rows, cfg.n_tok, self.acc_buffers
+        owners = program.out_placement.row_of[program.output_order]
+        n = program.n_out
+        t = np.full(R, FILL, dtype=np.int64)         # each row's dispatcher clock
+        busy = np.zeros(R, dtype=np.int64)
+        stall = np.zeros(R, dtype=np.int64)
+        end = np.zeros((R, n), dtype=np.int64)       # engine done with output k
+        first = np.zeros((R, n), dtype=np.int64)     # engine's first token of output k
+        for k in range(n):
+            owner = int(owners[k])
+            t += costs[:, k]
+            busy += costs[:, k] + 1
+            cr = t.copy()
+            if k >= n_buf - 1:
+                cr = np.maximum(cr, end[:, k - (n_buf - 1)])
+            stall += cr - t
+            t = cr + 1
+            order = [*range(owner), *range(R - 1, owner, -1), owner]
+            for r in order:
+                start = cr[r] + 2
+                if k:
+                    start = max(start, end[r, k - 1] + 1)
+                ready = start + 2
+                if 0 < r <= owner:
+                    ready = max(ready, first[r - 1, k] + HOP)
+                if owner <= r < R - 1:
+                    ready = max(ready, first[r + 1, k] + HOP)
+                first[r, k] = ready
+                end[r, k] = ready + n_tok + ENGINE_EXTRA - 2
+        return int(end[:, -1].max()) + DRAIN if n else FILL, busy, stall
+
+
+def predict_cycles(program, X=None):
+    """The modelled compute-phase cycles of ``program`` on its mesh."""
+    return CycleModel(program, X).cycles

@@ -1,0 +1,242 @@
+"""``wse bench gemm``: a pruned GEMM on the mesh against its dense original, measured.
+
+One measurement point takes a dense random ``W0`` (every weight nonzero), prunes it by magnitude
+to a sparsity ``s`` and runs ``Y = W @ X`` three times on one :class:`~sim.system.System`: the
+sparse ``W`` (only its nonzeros streamed), the same ``W`` with its zeros streamed as explicit
+weights, and the dense ``W0``. Every result is checked bit for bit against
+:func:`fabric.mesh_model.gemm_reference`; the figures say how close the sparse run comes to the
+ideal ``1 / (1 - s)`` speedup and what holds it back. :func:`sweep_gemm` does that for a range of
+sparsities on one System (one simulator build, one dense run) and :func:`plot_sweep` draws it.
+
+The golden backend has no cycle model: its points carry the figures that exist (results,
+counters, ideal cycles) and ``None`` for every figure derived from cycles.
+"""
+
+import dataclasses
+import math
+import operator
+
+import numpy as np
+
+from fabric.config import MeshConfig, parse_mesh
+from fabric.mesh_model import gemm_reference
+from rtl.core_params import COUNTERS
+
+from .system import open_system
+
+__all__ = ["SWEEP_SPARSITIES", "SCALE", "gemm_config", "random_operands", "prune", "bench_gemm",
+           "sweep_gemm", "plot_sweep"]
+
+#: The sparsities of ``wse bench gemm --sweep``.
+SWEEP_SPARSITIES = (0, .25, .5, .75, .8, .85, .9, .95, .98, .99)
+
+#: Weights and activations are drawn from ``±(1..SCALE)``: products up to ``SCALE**2`` keep a
+#: 64-input dot product well inside the int32 accumulator and its requantised value in int16.
+SCALE = 300
+
+
+def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrides):
+    """The smallest :class:`~fabric.config.MeshConfig` of ``mesh`` (``(rows, cols)``) at least
+    as large as the default (or ``overrides``) that holds a ``out_features x in_features`` GEMM
+    on ``tokens`` tokens: ``n_feat`` and ``n_out`` (not needed with ``raw``) grow to a row's
+    share of the features, ``n_tok`` to the next power of two of a column's share of the tokens.
+
+    ``ValueError`` (from :class:`~rtl.core_params.CoreParams`) when a core cannot be that large.
+    """
+    rows, cols = mesh
+    base = MeshConfig(rows, cols, **overrides)
+    n_tok = 1 << (math.ceil(tokens / cols) - 1).bit_length()
+    return dataclasses.replace(
+        base,
+        n_feat=max(base.n_feat, math.ceil(in_features / rows)),
+        n_out=base.n_out if raw else max(base.n_out, math.ceil(out_features / rows)),
+        n_tok=max(base.n_tok, n_tok))
+
+
+def random_operands(out_features, in_features, tokens, *, act_sparsity=0.0, seed=1):
+    """``(W0, X)``: a dense ``W0`` with every weight in ``±(1..SCALE)`` and ``X`` in the same
+    range with exactly ``round(act_sparsity * X.size)`` zeros at random places."""
+    rng = np.random.default_rng(seed)
+
+    def draw(shape):
+        return rng.integers(1, SCALE + 1, shape) * rng.choice((-1, 1), shape)
+
+    W0, X = draw((out_features, in_features)), draw((in_features, tokens))
+    X.flat[rng.permutation(X.size)[:round(act_sparsity * X.size)]] = 0
+    return W0, X
+
+
+def prune(W0, sparsity, *, seed=0):
+    """``W0`` with its ``round(sparsity * W0.size)`` smallest-magnitude weights set to zero;
+    ties go by a random order fixed by ``seed``, so a higher sparsity prunes a superset."""
+    W0 = np.asarray(W0)
+    tiebreak = np.random.default_rng(seed).random(W0.size)
+    smallest_first = np.lexsort((tiebreak, np.abs(W0).ravel()))
+    W = W0.copy()
+    W.flat[smallest_first[:round(sparsity * W0.size)]] = 0
+    return W
+
+
+def bench_gemm(*, mesh=(4, 4), sparsity=0.9, out_features=64, in_features=64, tokens=32,
+               act_sparsity=0.0, backend="verilator", seed=1, config_overrides=None,
+               progress=None):
+    """Measure one sparsity (see the module docstring); returns the figures as a dict:
+
+    ``cycles`` (compute phase of the sparse GEMM), ``ideal_cycles`` (useful MACs over the mesh's
+    MACs), ``dense_cycles`` (the unpruned ``W0``), ``speedup_vs_dense``, ``ideal_speedup``
+    (``1 / (1 - sparsity)``), ``zeros_streamed_cycles`` (``W`` with its zeros streamed),
+    ``utilisation`` (ideal / cycles), ``psum_overhead_cycles_per_output`` (cycles the busiest
+    core spent on anything but AXPYs, per output), ``bit_exact``, ``macs_issued``,
+    ``macs_skipped_weight``, ``macs_skipped_act`` (summed over the mesh, sparse run), ``nnz``,
+    ``mesh``, ``shape`` (``"out x in x tokens"``), ``sparsity``, ``act_sparsity``, ``backend``
+    and ``limits`` (what keeps utilisation below 1, in words).
+
+    ``RuntimeError`` when the mesh reports an error (a dropped wavelet, a bad command).
+    """
+    return sweep_gemm((sparsity,), mesh=mesh, out_features=out_features,
+                      in_features=in_features, tokens=tokens, act_sparsity=act_sparsity,
+                      backend=backend, seed=seed, config_overrides=config_overrides,
+                      progress=progress)[0]
+
+
+def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_features=64,
+               tokens=32, act_sparsity=0.0, backend="verilator", seed=1, config_overrides=None,
+               progress=None):
+    """:func:`bench_gemm` for each of ``sparsities`` on one System, with one dense run; returns
+    the list of figure dicts. ``progress`` (a callable taking a line of text) hears of each
+    run."""
+    rows, cols = parse_mesh(mesh) if isinstance(mesh, str) else mesh
+    shape = [_positive(name, value) for name, value in (
+        ("out_features", out_features), ("in_features", in_features), ("tokens", tokens))]
+    sparsities = [_fraction("sparsity", s, below_one=True) for s in sparsities]
+    act_sparsity = _fraction("act_sparsity", act_sparsity)
+    config = gemm_config((rows, cols), *shape, **(config_overrides or {}))
+    say = progress or (lambda line: None)
+    W0, X = random_operands(*shape, act_sparsity=act_sparsity, seed=seed)
+    common = {"mesh": f"{rows}x{cols}", "shape": "x".join(map(str, shape)),
+              "act_sparsity": act_sparsity, "backend": backend}
+    with open_system(backend, config) as system:
+        say(f"{backend}: dense {common['shape']} GEMM on the {common['mesh']} mesh")
+        dense, dense_exact = _run(system, W0, X)
+        points = []
+        for s in sparsities:
+            W = prune(W0, s, seed=seed)
+            say(f"{backend}: sparsity {s:g} ({np.count_nonzero(W)} nonzeros), sparse and "
+                f"zeros streamed")
+            sparse, sparse_exact = _run(system, W, X)
+            zeros, zeros_exact = _run(system, W, X, zeros=True)
+            exact = (dense_exact and sparse_exact and zeros_exact
+                     and np.array_equal(sparse.y, zeros.y))
+            points.append(_figures(sparse, zeros, dense, X, s, exact) | common)
+    return points
+
+
+def _run(system, W, X, **kwargs):
+    """``(GemmResult, bit_exact)``: one GEMM and whether it equals the reference."""
+    result = system.gemm(W, X, **kwargs)
+    if result.error:
+        raise RuntimeError(f"the {system.backend} mesh reported an error during a "
+                           f"{result.program!r}")
+    return result, np.array_equal(result.y, gemm_reference(system.config, result.program, X)[0])
+
+
+def _figures(sparse, zeros, dense, X, sparsity, exact):
+    program = sparse.program
+    ideal = program.ideal_cycles(X)
+    # every core takes every carriage return (1 cycle each); the rest of its work is AXPYs
+    axpy = sparse.counters["busy_cycles"] - program.n_out
+    cycles = sparse.cycles
+    timed = cycles is not None
+    figures = {
+        "cycles": cycles,
+        "ideal_cycles": ideal,
+        "dense_cycles": dense.cycles,
+        "speedup_vs_dense": _ratio(dense.cycles, cycles),
+        "ideal_speedup": _ratio(1, 1 - sparsity),
+        "zeros_streamed_cycles": zeros.cycles,
+        "utilisation": _ratio(ideal, cycles),
+        "psum_overhead_cycles_per_output":
+            _ratio(cycles - int(axpy.max()), program.n_out) if timed else None,
+        "bit_exact": bool(exact),
+    }
+    for name in ("macs_issued", "macs_skipped_weight", "macs_skipped_act"):
+        figures[name] = int(sparse.counters[name].sum())
+    figures.update(nnz=program.nnz, sparsity=sparsity,
+                   limits=_limits(cycles, ideal, axpy, program.n_out,
+                                  sparse.counters["stall_cycles"]))
+    return figures
+
+
+def _ratio(a, b):
+    """``a / b`` to 4 decimals, or ``None`` when a cycle count is missing."""
+    return None if a is None or b is None else round(a / b, 4)
+
+
+def _limits(cycles, ideal, axpy, n_out, stalls):
+    """What keeps utilisation below 1, in one sentence, from the busiest core's figures."""
+    busiest = np.unravel_index(axpy.argmax(), axpy.shape)
+    work = int(axpy[busiest])
+    if cycles is None:
+        return (f"golden model: no cycle count; the busiest core's AXPYs take {work} cycles "
+                f"against an ideal of {ideal} ({work - ideal} of imbalance), plus {n_out} "
+                f"carriage returns")
+    stall = int(stalls[busiest])
+    losses = {"row/column imbalance": work - ideal, "carriage returns": n_out,
+              "waits for the partial-sum engine": stall,
+              "fill, drain and psum hand-offs": cycles - work - n_out - stall}
+    parts = ", ".join(f"{value} {name}" for name, value in losses.items())
+    worst = max(losses, key=losses.get)
+    return (f"of {cycles} cycles {ideal} are ideal MAC work ({ideal / cycles:.0%}); the busiest "
+            f"core {busiest[0]},{busiest[1]} adds {parts}: mostly {worst}")
+
+
+def _positive(name, value):
+    value = operator.index(value)
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _fraction(name, value, *, below_one=False):
+    value = float(value)
+    if not (0 <= value < 1 if below_one else 0 <= value <= 1):
+        raise ValueError(f"{name} must be in 0..1{' (1 excluded)' if below_one else ''}, "
+                         f"not {value!r}")
+    return value
+
+
+def plot_sweep(points, path):
+    """Draw :func:`sweep_gemm`'s ``points`` as a PNG at ``path``: measured speedup against the
+    dense run beside the ideal ``1 / (1 - s)`` (log scale), and utilisation below."""
+    from matplotlib.figure import Figure     # drawn by Agg, without pyplot's global state
+
+    first = points[0]
+    s = np.array([p["sparsity"] for p in points])
+    timed = [p for p in points if p["cycles"] is not None]
+    curve = np.linspace(0, max(s.max(), 0.99), 200)
+    fig = Figure(figsize=(7, 6.5), layout="tight")
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": (3, 2)})
+    top.plot(curve, 1 / (1 - curve), "-", color="0.55", label="ideal 1 / (1 - s)")
+    if timed:
+        ts = [p["sparsity"] for p in timed]
+        top.plot(ts, [p["speedup_vs_dense"] for p in timed], "o-", color="C0",
+                 label="measured: sparse W streamed")
+        top.plot(ts, [p["dense_cycles"] / p["zeros_streamed_cycles"] for p in timed], "x",
+                 color="C3", label="zeros streamed as weights")
+        bottom.plot(ts, [p["utilisation"] for p in timed], "s-", color="C2")
+    else:
+        for axis in (top, bottom):
+            axis.text(0.5, 0.5, f"{first['backend']}: no cycle counts", ha="center",
+                      transform=axis.transAxes, color="0.4")
+    top.set_yscale("log")
+    top.set_ylabel("speedup vs dense (cycles)")
+    top.legend(loc="upper left")
+    top.grid(True, which="both", alpha=0.3)
+    top.set_title(f"Sparse GEMM {first['shape']} (out x in x tokens) on a {first['mesh']} "
+                  f"mesh, {first['backend']}")
+    bottom.set_ylim(0, 1.05)
+    bottom.set_ylabel("utilisation (ideal / cycles)")
+    bottom.set_xlabel("weight sparsity s")
+    bottom.grid(True, alpha=0.3)
+    fig.savefig(path, dpi=120)
+    return path
