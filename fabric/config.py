@@ -29,7 +29,9 @@ class MeshConfig:
     a row holds up to ``n_feat`` input features and owns up to ``n_out`` output features, a
     column up to ``n_tok`` tokens. ``edges`` adds edge ports (``fabric.routes.ColorPlan``);
     ``depth`` is the router queues' depth, ``acc_buffers`` and ``psum_depth`` the cores'
-    accumulator buffers and psum FIFO depth (timing only: results never depend on them).
+    accumulator buffers and psum FIFO depth (timing only: results never depend on them; 8 and
+    16 let a row run a few outputs ahead of its neighbours: on a 4x4 mesh, a 64x64 GEMM at 90 %
+    sparsity takes 1022 cycles, against 1089 with 4 and 4).
     """
     rows: int = 4
     cols: int = 4
@@ -40,8 +42,8 @@ class MeshConfig:
     fmt: FixedPoint = field(default_factory=FixedPoint)
     edges: str = ""
     depth: int = 4
-    acc_buffers: int = 4
-    psum_depth: int = 4
+    acc_buffers: int = 8
+    psum_depth: int = 16
 
     def __post_init__(self):
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):

@@ -1,7 +1,7 @@
 """``wse``: the one command line of wse-mini.
 
-Subcommands grow with the project: ``wse sim`` runs cocotb testbenches, ``wse bench`` measures,
-``wse export`` writes Verilog.
+Subcommands grow with the project: ``wse gemm`` runs ``Y = W @ X`` on a mesh, ``wse sim`` runs
+cocotb testbenches, ``wse bench`` measures, ``wse export`` writes Verilog.
 """
 
 import json
@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 
 import click
+import numpy as np
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 __all__ = ["main"]
 
 SIMULATORS = click.Choice(["verilator", "icarus"])
+BACKENDS = click.Choice(["golden", "verilator", "icarus"])    # sim.system.BACKENDS
 
 console = Console(stderr=True)
 
@@ -23,6 +27,110 @@ console = Console(stderr=True)
 @click.version_option(package_name="wse-mini")
 def main():
     """wse-mini: a wafer-scale engine in miniature (Amaranth RTL, cocotb, numpy)."""
+
+
+def _mesh_shape(ctx, param, value):
+    """``--mesh RxC`` -> ``(rows, cols)``."""
+    from fabric.config import parse_mesh
+
+    if value is None:
+        return None
+    try:
+        return parse_mesh(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
+
+
+MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="RxC",
+                           callback=_mesh_shape, help="Rows x columns of tiles.")
+
+
+# -- wse gemm -----------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("w_path", metavar="W.npy", type=click.Path(exists=True, dir_okay=False,
+                                                           path_type=Path))
+@click.argument("x_path", metavar="X.npy", type=click.Path(exists=True, dir_okay=False,
+                                                           path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to save Y (.npy).")
+@MESH_OPTION
+@click.option("--backend", type=BACKENDS, default="golden", show_default=True)
+@click.option("--raw", is_flag=True,
+              help="Save the int32 totals instead of Y requantised to int16.")
+@click.option("--no-balance", is_flag=True,
+              help="Input features to rows by index (i % rows), not balanced by nonzeros.")
+def gemm(w_path, x_path, output, mesh, backend, raw, no_balance):
+    """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
+    range. Saves Y, prints the compute-phase cycles and the counters."""
+    from rtl.core_params import COUNTERS
+    from sim.gemm_bench import gemm_config
+    from sim.system import SimulationError, open_system
+
+    W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
+    if W.shape[1] != X.shape[0]:
+        raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
+                               f"must have {W.shape[1]} rows (in features), not {X.shape[0]}")
+    try:
+        config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw)
+    except ValueError as error:
+        raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} "
+                                   f"GEMM does not fit a {mesh[0]}x{mesh[1]} mesh: "
+                                   f"{error}") from None
+    with console.status(f"{backend}: {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} on "
+                        f"a {config}"):
+        try:
+            with open_system(backend, config) as system:
+                result = system.gemm(W, X, raw=raw, balance=not no_balance)
+        except ValueError as error:
+            raise click.ClickException(str(error)) from error
+        except SimulationError as error:
+            raise click.ClickException(f"{backend} simulation failed: {error}") from error
+    if result.error:
+        raise click.ClickException("the mesh reported an error (a dropped wavelet or a bad "
+                                   "command); Y was not saved")
+    y = result.y.astype(np.int32 if raw else np.int16)
+    np.save(output, y, allow_pickle=False)
+    console.print(f"saved {output}: {y.shape[0]}x{y.shape[1]} {y.dtype}"
+                  f"{' (raw totals)' if raw else ''}", markup=False, highlight=False)
+    if result.overflow:
+        console.print("[yellow]overflow: some accumulation or requantisation saturated")
+    ideal = result.program.ideal_cycles(X)
+    if result.cycles is None:
+        click.echo(f"golden model: no cycle count (ideal {ideal} cycles)")
+    else:
+        click.echo(f"compute phase: {result.cycles} cycles (ideal {ideal}, utilisation "
+                   f"{ideal / result.cycles:.2f}); load {result.load_cycles}, read "
+                   f"{result.read_cycles}")
+    table = Table(title=f"counters of the compute phase, {mesh[0]}x{mesh[1]} mesh")
+    for column in ("counter", "sum", "max per core"):
+        table.add_column(column, justify="left" if column == "counter" else "right")
+    for name in COUNTERS:
+        values = result.counters[name]
+        table.add_row(name, str(int(values.sum())), str(int(values.max())))
+    Console().print(table)
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _load_matrix(path, name):
+    """A 2-D integer array from a ``.npy`` file, or a ``click.BadParameter`` saying why not."""
+    def bad(message):
+        return click.BadParameter(f"{path}: {message}", param_hint=f"{name}.npy")
+
+    with open(path, "rb") as f:
+        if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise bad("not a .npy file (save the array with numpy.save)")
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise bad(f"not a readable .npy array ({error})") from None
+    if a.ndim != 2:
+        raise bad(f"{name} must be a 2-D array, not one of shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise bad(f"{name} must hold integers, not {a.dtype} values")
+    return a
 
 
 # -- wse sim ------------------------------------------------------------------------------------
@@ -122,6 +230,80 @@ def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
     _print_figures(figures, f"PE on {simulator}", as_json)
 
 
+@bench.command("gemm")
+@MESH_OPTION
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.9,
+              show_default=True, help="Fraction of W0's weights pruned (by magnitude).")
+@click.option("--out-features", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--in-features", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--tokens", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--act-sparsity", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of zero activations in X.")
+@click.option("--backend", type=BACKENDS, default="verilator", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (nothing else).")
+@click.option("--sweep", is_flag=True,
+              help="Sparsities 0 to 0.99 instead of --sparsity; writes DIR/gemm_sweep.png "
+                   "and DIR/gemm_sweep.json.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("bench/results"), show_default=True, metavar="DIR",
+              help="Where --sweep writes its plot and figures.")
+def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, backend, seed,
+               as_json, sweep, out_dir):
+    """A magnitude-pruned GEMM against its dense original: cycles, speedup, utilisation, what
+    limits it; every result checked bit for bit against the reference."""
+    from sim import gemm_bench
+
+    shape = {"out_features": out_features, "in_features": in_features, "tokens": tokens}
+    sparsities = gemm_bench.SWEEP_SPARSITIES if sweep else (sparsity,)
+    try:
+        gemm_bench.gemm_config(mesh, out_features, in_features, tokens)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--mesh / the shape") from error
+    with console.status(f"GEMM bench on {backend}") as status:
+        try:
+            points = gemm_bench.sweep_gemm(sparsities, mesh=mesh, act_sparsity=act_sparsity,
+                                           backend=backend, seed=seed, progress=status.update,
+                                           **shape)
+        except (RuntimeError, ValueError) as error:   # SimulationError is a RuntimeError
+            raise click.ClickException(str(error)) from error
+    if not sweep:
+        _print_figures(points[0], f"sparse GEMM on {backend}", as_json)
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gemm_bench.plot_sweep(points, out_dir / "gemm_sweep.png")
+    (out_dir / "gemm_sweep.json").write_text(json.dumps(points, indent=2) + "\n")
+    console.print(f"wrote {out_dir / 'gemm_sweep.png'} and {out_dir / 'gemm_sweep.json'}",
+                  markup=False, highlight=False)
+    if as_json:
+        click.echo(json.dumps(points))
+        return
+    _print_sweep(points)
+
+
+def _print_sweep(points):
+    first = points[0]
+    table = Table(title=f"sparse GEMM sweep: {first['shape']} (out x in x tokens) on a "
+                        f"{first['mesh']} mesh, {first['backend']}", box=box.SIMPLE_HEAD,
+                  collapse_padding=True, pad_edge=False)
+    columns = {"sparsity": "s", "nnz": "nnz", "cycles": "cycles", "model_cycles": "model",
+               "dense_cycles": "dense",
+               "zeros_streamed_cycles": "zeros sent", "speedup_vs_dense": "speedup",
+               "ideal_speedup": "ideal", "utilisation": "util",
+               "psum_overhead_cycles_per_output": "psum/out", "bit_exact": "exact"}
+    for title in columns.values():
+        table.add_column(title, justify="right", min_width=max(map(len, title.split())))
+    for point in points:
+        table.add_row(*(_cell(point[key], digits=2) for key in columns))
+    Console().print(table)
+
+
+def _cell(value, digits=3):
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
 def _print_figures(figures, title, as_json):
     if as_json:
         click.echo(json.dumps(figures))
@@ -133,17 +315,59 @@ def _print_figures(figures, title, as_json):
         if isinstance(value, dict):
             value = "  ".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}"
                               for k, v in value.items())
-        elif isinstance(value, float):
-            value = f"{value:.3f}"
-        table.add_row(name, str(value))
+        elif isinstance(value, str):
+            value = Text(value, justify="left")     # words read from the left, numbers right
+        else:
+            value = _cell(value)
+        table.add_row(name, value)
     Console().print(table)
 
 
 # -- wse export ---------------------------------------------------------------------------------
 
-@main.group()
-def export():
-    """Write Verilog for a block (through the Yosys in sim/toolchain.env)."""
+@main.group(invoke_without_command=True, subcommand_metavar="[COMMAND [ARGS]...]")
+@click.option("--mesh", default=None, metavar="RxC", callback=_mesh_shape,
+              help="Write the mesh of RxC tiles as module wse_mesh (AXI4-Stream ports).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("mesh.v"), show_default=True, help="Where --mesh writes.")
+@click.pass_context
+def export(ctx, mesh, output):
+    """Write Verilog (through the Yosys in sim/toolchain.env): the mesh with --mesh RxC, or a
+    block by subcommand."""
+    if ctx.invoked_subcommand is not None:
+        given = ctx.get_parameter_source("output") is not click.core.ParameterSource.DEFAULT
+        if mesh is not None or given:
+            raise click.UsageError(f"--mesh and -o before {ctx.invoked_subcommand!r} are for "
+                                   f"the mesh; give {ctx.invoked_subcommand}'s own options "
+                                   f"after it")
+        return
+    if mesh is None:
+        raise click.UsageError("give --mesh RxC (wse export --mesh 4x4 -o mesh.v) or a "
+                               "subcommand (wse export router)")
+    from fabric.config import MeshConfig
+    from fabric.mesh import AxiStreamMesh
+    from sim.export import export_verilog
+
+    top = AxiStreamMesh(MeshConfig(*mesh))
+    with console.status(f"exporting a {mesh[0]}x{mesh[1]} mesh"):
+        path = export_verilog(top, output, name="wse_mesh")
+    _print_mesh_ports(top)
+    click.echo(path)
+
+
+def _print_mesh_ports(top):
+    """The port summary of an exported mesh, on stderr."""
+    def names(way):
+        return [name for name, w, _, _ in top.mesh.ports if w == way]
+
+    fields = " ".join(f"_{field}[{width - 1}:0]" for field, width in top.FIELDS[:2])
+    console.print(f"module wse_mesh ({top.config.rows}x{top.config.cols} tiles of module "
+                  f"wse_tile):\n"
+                  f"  intakes  {', '.join(names('in'))}\n"
+                  f"  outlets  {', '.join(names('out'))}\n"
+                  f"  each stream: {fields} _tuser _tvalid _tready (no tlast)\n"
+                  f"  error, overflow, idle; clk, rst (synchronous, active high)",
+                  markup=False, highlight=False)
 
 
 @export.command("router")

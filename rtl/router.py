@@ -156,7 +156,7 @@ class Router(wiring.Component):
         self.counter_width = counter_width
         self.ramp_rotates = bool(ramp_rotates)
         self.straps = bool(straps)
-        self.ramp_accept = bool(ramp_accept)
+        self.has_ramp_accept = bool(ramp_accept)
         if self.straps and any(True for _ in self.routes):
             raise ValueError("a strapped router takes its routes from route_init, not routes")
         self.queue_bits = max(1, (n_queues - 1).bit_length())
@@ -169,7 +169,7 @@ class Router(wiring.Component):
         members["drops"] = Out(counter_width)
         members["error"] = Out(1)
         members["idle"] = Out(1)
-        if self.ramp_accept:
+        if self.has_ramp_accept:
             members["ramp_accept"] = In(MAX_COLORS)
         if self.straps:
             members["route_init"] = In(n_colors * 10)
@@ -341,7 +341,7 @@ class Router(wiring.Component):
             rotates = self.ramp_rotates and port == Direction.R
             arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H, hold=not rotates)
             requests = [remaining.word_select(h, 5)[port.value] for h in range(H)]
-            if self.ramp_accept and port == Direction.R:
+            if self.has_ramp_accept and port == Direction.R:
                 requests = [want & self.ramp_accept.bit_select(heads[h][2].color, 1)
                             for h, want in enumerate(requests)]
             m.d.comb += [

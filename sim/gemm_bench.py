@@ -19,13 +19,21 @@ import operator
 import numpy as np
 
 from fabric.config import MeshConfig, parse_mesh
+from fabric.cycle_model import predict_cycles
 from fabric.mesh_model import gemm_reference
-from rtl.core_params import COUNTERS
 
 from .system import open_system
 
-__all__ = ["SWEEP_SPARSITIES", "SCALE", "gemm_config", "random_operands", "prune", "bench_gemm",
-           "sweep_gemm", "plot_sweep"]
+__all__ = [
+    "SCALE",
+    "SWEEP_SPARSITIES",
+    "bench_gemm",
+    "gemm_config",
+    "plot_sweep",
+    "prune",
+    "random_operands",
+    "sweep_gemm",
+]
 
 #: The sparsities of ``wse bench gemm --sweep``.
 SWEEP_SPARSITIES = (0, .25, .5, .75, .8, .85, .9, .95, .98, .99)
@@ -37,7 +45,7 @@ SCALE = 300
 
 def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrides):
     """The smallest :class:`~fabric.config.MeshConfig` of ``mesh`` (``(rows, cols)``) at least
-    as large as the default (or ``overrides``) that holds a ``out_features x in_features`` GEMM
+    as large as the default (or ``overrides``) that holds an ``out_features x in_features`` GEMM
     on ``tokens`` tokens: ``n_feat`` and ``n_out`` (not needed with ``raw``) grow to a row's
     share of the features, ``n_tok`` to the next power of two of a column's share of the tokens.
 
@@ -82,7 +90,8 @@ def bench_gemm(*, mesh=(4, 4), sparsity=0.9, out_features=64, in_features=64, to
                progress=None):
     """Measure one sparsity (see the module docstring); returns the figures as a dict:
 
-    ``cycles`` (compute phase of the sparse GEMM), ``ideal_cycles`` (useful MACs over the mesh's
+    ``cycles`` (compute phase of the sparse GEMM), ``model_cycles`` (:mod:`fabric.cycle_model`),
+    ``ideal_cycles`` (useful MACs over the mesh's
     MACs), ``dense_cycles`` (the unpruned ``W0``), ``speedup_vs_dense``, ``ideal_speedup``
     (``1 / (1 - sparsity)``), ``zeros_streamed_cycles`` (``W`` with its zeros streamed),
     ``utilisation`` (ideal / cycles), ``psum_overhead_cycles_per_output`` (cycles the busiest
@@ -149,6 +158,7 @@ def _figures(sparse, zeros, dense, X, sparsity, exact):
     timed = cycles is not None
     figures = {
         "cycles": cycles,
+        "model_cycles": predict_cycles(program, X),
         "ideal_cycles": ideal,
         "dense_cycles": dense.cycles,
         "speedup_vs_dense": _ratio(dense.cycles, cycles),
@@ -208,7 +218,7 @@ def _fraction(name, value, *, below_one=False):
 def plot_sweep(points, path):
     """Draw :func:`sweep_gemm`'s ``points`` as a PNG at ``path``: measured speedup against the
     dense run beside the ideal ``1 / (1 - s)`` (log scale), and utilisation below."""
-    from matplotlib.figure import Figure     # drawn by Agg, without pyplot's global state
+    from matplotlib.figure import Figure  # drawn by Agg, without pyplot's global state
 
     first = points[0]
     s = np.array([p["sparsity"] for p in points])

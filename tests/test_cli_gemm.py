@@ -1,0 +1,178 @@
+"""``wse gemm``, ``wse bench gemm`` and ``wse export --mesh`` through click's CliRunner.
+
+Everything runs on the golden backend except one Verilator bench on a 2x2 mesh.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fabric.mesh_model import gemm_reference
+from fabric.program import compile_gemm
+from host.cli import main
+from sim.gemm_bench import gemm_config, prune, random_operands
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+BENCH_KEYS = {
+    "cycles", "model_cycles", "ideal_cycles", "dense_cycles", "speedup_vs_dense", "ideal_speedup",
+    "zeros_streamed_cycles", "utilisation", "psum_overhead_cycles_per_output", "bit_exact",
+    "macs_issued", "macs_skipped_weight", "macs_skipped_act", "nnz", "mesh", "shape",
+    "sparsity", "act_sparsity", "backend", "limits",
+}
+SMALL = ["--mesh", "2x2", "--out-features", "12", "--in-features", "10", "--tokens", "6"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def operands(tmp_path):
+    """``(W path, X path, W, X)``: a 70 % sparse 24x40 W and a 40x20 X on disk."""
+    W0, X = random_operands(24, 40, 20, act_sparsity=0.2, seed=3)
+    W = prune(W0, 0.7)
+    np.save(tmp_path / "W.npy", W)
+    np.save(tmp_path / "X.npy", X)
+    return tmp_path / "W.npy", tmp_path / "X.npy", W, X
+
+
+def reference(W, X, mesh, *, raw=False):
+    config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw)
+    return gemm_reference(config, compile_gemm(config, W, X, raw=raw), X)[1 if raw else 0]
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["requantised", "raw"])
+def test_gemm_round_trip(operands, tmp_path, raw):
+    w_path, x_path, W, X = operands
+    out = tmp_path / "Y.npy"
+    result = invoke("gemm", w_path, x_path, "-o", out, "--mesh", "2x3", "--backend", "golden",
+                    *(["--raw"] if raw else []))
+    assert result.exit_code == 0, result.output
+    assert "golden model: no cycle count" in result.output
+    assert "macs_issued" in result.output
+    Y = np.load(out)
+    assert Y.dtype == (np.int32 if raw else np.int16)
+    np.testing.assert_array_equal(Y, reference(W, X, (2, 3), raw=raw))
+
+
+def test_gemm_grows_the_cores_to_fit(tmp_path):
+    """40 tokens on 2 columns need n_tok 32 (default 8); 100 inputs on 1 row need n_feat 100."""
+    W0, X = random_operands(6, 100, 40, seed=4)
+    np.save(tmp_path / "W.npy", W0)
+    np.save(tmp_path / "X.npy", X)
+    result = invoke("gemm", tmp_path / "W.npy", tmp_path / "X.npy", "-o", tmp_path / "Y.npy",
+                    "--mesh", "1x2")
+    assert result.exit_code == 0, result.output
+    assert gemm_config((1, 2), 6, 100, 40).n_tok == 32
+    np.testing.assert_array_equal(np.load(tmp_path / "Y.npy"), reference(W0, X, (1, 2)))
+
+
+def save(path, array):
+    np.save(path, array)
+    return path
+
+
+def out_of_range(W):
+    W = W.copy()
+    W[0, 0] = 40_000
+    return W
+
+
+def text_file(path):
+    path.write_text("X = [[1, 2]]\n")
+    return path
+
+
+# case: (mesh, message, (W path, X path) from (tmp_path, good W path, good X path, W, X))
+BAD_INPUTS = {
+    "missing": ("2x2", "'W.npy': File",
+                lambda d, w, x, W, X: (d / "missing.npy", x)),
+    "one_d": ("2x2", "W must be a 2-D array, not one of shape (5,)",
+              lambda d, w, x, W, X: (save(d / "bad.npy", np.arange(5)), x)),
+    "float": ("2x2", "W must hold integers, not float64 values",
+              lambda d, w, x, W, X: (save(d / "bad.npy", W.astype(np.float64)), x)),
+    "int16_range": ("2x2", "W must fit in the operand range of int16 (-32768..32767), not 40000",
+                    lambda d, w, x, W, X: (save(d / "bad.npy", out_of_range(W)), x)),
+    "mismatch": ("2x2", "shapes do not agree: W is 24x40, so X must have 40 rows",
+                 lambda d, w, x, W, X: (w, save(d / "bad.npy", X[:30]))),
+    "not_npy": ("2x2", "not a .npy file",
+                lambda d, w, x, W, X: (w, text_file(d / "bad.npy"))),
+    "too_big": ("1x1", "does not fit a 1x1 mesh: n_feat must be an integer in 1..4096",
+                lambda d, w, x, W, X: (save(d / "w.npy", np.ones((1, 5000), dtype=np.int16)),
+                                       save(d / "x.npy", np.ones((5000, 8), dtype=np.int16)))),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_gemm_bad_inputs(operands, tmp_path, case):
+    mesh, message, make = BAD_INPUTS[case]
+    w_path, x_path = make(tmp_path, *operands)
+    result = invoke("gemm", w_path, x_path, "-o", tmp_path / "Y.npy", "--mesh", mesh)
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split()), result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "Y.npy").exists()
+
+
+def test_bench_gemm_golden_json():
+    result = CliRunner().invoke(
+        main, ["bench", "gemm", "--backend", "golden", "--json", "--sparsity", "0.75", *SMALL])
+    assert result.exit_code == 0, result.output + result.stderr
+    figures = json.loads(result.stdout)
+    assert set(figures) == BENCH_KEYS
+    assert figures["bit_exact"] is True
+    assert figures["cycles"] is None and figures["utilisation"] is None
+    assert figures["nnz"] == 30 and figures["shape"] == "12x10x6" and figures["mesh"] == "2x2"
+    assert figures["ideal_speedup"] == 4.0
+    assert figures["macs_skipped_weight"] == 0
+
+
+def test_bench_gemm_sweep_writes_plot_and_json(tmp_path):
+    result = CliRunner().invoke(
+        main, ["bench", "gemm", "--backend", "golden", "--sweep", "--json",
+               "--out", str(tmp_path), *SMALL])
+    assert result.exit_code == 0, result.output + result.stderr
+    points = json.loads(result.stdout)
+    assert [p["sparsity"] for p in points] == [0, .25, .5, .75, .8, .85, .9, .95, .98, .99]
+    assert all(p["bit_exact"] for p in points)
+    assert (tmp_path / "gemm_sweep.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert json.loads((tmp_path / "gemm_sweep.json").read_text()) == points
+
+
+def test_export_mesh(tmp_path):
+    out = tmp_path / "f.v"
+    result = CliRunner().invoke(main, ["export", "--mesh", "1x2", "-o", str(out)])
+    assert result.exit_code == 0, result.output + result.stderr
+    text = out.read_text()
+    for needle in ("module wse_mesh", "s_axis_w0_tdata", "m_axis_s1_tready", "module wse_tile"):
+        assert needle in text
+    assert "intakes  s_axis_w0" in result.stderr
+    assert "outlets  m_axis_s0, m_axis_s1" in result.stderr
+
+
+def test_export_needs_mesh_or_subcommand(tmp_path):
+    assert "give --mesh RxC" in invoke("export").output
+    assert invoke("export", "--mesh", "1x2", "router").exit_code != 0
+    assert "mesh must be ROWSxCOLS" in invoke("export", "--mesh", "4by4").output
+    result = invoke("export", "router", "-o", tmp_path / "r.v", "--colors", 8)
+    assert result.exit_code == 0, result.output
+    assert "module router" in (tmp_path / "r.v").read_text()
+
+
+@pytest.mark.xdist_group("verilator")
+def test_bench_gemm_verilator(figure):
+    result = CliRunner().invoke(
+        main, ["bench", "gemm", "--mesh", "2x2", "--out-features", "16", "--in-features", "16",
+               "--tokens", "16", "--backend", "verilator", "--json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    figures = json.loads(result.stdout)
+    assert set(figures) == BENCH_KEYS
+    assert figures["bit_exact"] is True
+    assert 0 < figures["utilisation"] <= 1
+    assert figures["cycles"] < min(figures["dense_cycles"], figures["zeros_streamed_cycles"])
+    figure(f"wse bench gemm 2x2 16x16x16 s=0.9 verilator: {figures['cycles']} cycles (ideal "
+           f"{figures['ideal_cycles']}, dense {figures['dense_cycles']}, zeros streamed "
+           f"{figures['zeros_streamed_cycles']}), utilisation {figures['utilisation']}; "
+           f"{figures['limits']}")
