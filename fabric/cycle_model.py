@@ -7,7 +7,7 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
 - a core's dispatcher runs its row's stream: an AXPY costs ``max(1, max over banks of the
   nonzero tokens of its slot)`` (1 for a zero weight), a CR costs 1 and waits while every
   accumulator buffer but the active one is still with the engine;
-- the engine reduces outputs in order, ``n_tok + 3`` cycles each at best; it starts an output
+- the engine reduces outputs in order, ``n_tok + 2`` cycles each at best; it starts an output
   two cycles after its CR, and its first token waits for the first psum token of every
   neighbour it needs (that neighbour's first token plus ``hop`` cycles);
 - every column runs the same stream, so a row's time is its slowest column's;
@@ -27,8 +27,8 @@ __all__ = ["CycleModel", "predict_cycles"]
 #: Cycles from a core's engine sending a psum token to the neighbour's engine adding it: core
 #: output register, router queue and hop, router queue, ramp, core psum FIFO.
 HOP = 5
-#: Engine cycles an output beyond one per token: start, role, and the last add.
-ENGINE_EXTRA = 3
+#: Engine cycles an output beyond one per token: the start and the last add.
+ENGINE_EXTRA = 2
 #: Cycles from the first intake word to the first core's dispatcher, and from the last engine
 #: token to an idle mesh.
 FILL, DRAIN = 3, 4
@@ -99,7 +99,7 @@ class CycleModel:
                 start = cr[r] + 2
                 if k:
                     start = max(start, end[r, k - 1] + 1)
-                ready = start + 2
+                ready = start + 1
                 if 0 < r <= owner:
                     ready = max(ready, first[r - 1, k] + HOP)
                 if owner <= r < R - 1:

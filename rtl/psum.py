@@ -13,16 +13,17 @@ __all__ = ["PsumEngine"]
 class PsumEngine(wiring.Component):
     """Reduces one retired accumulator buffer for output feature ``o`` (``docs/pe.md``).
 
-    On ``start`` it latches ``o``, spends one cycle working out its role (owner row
-    ``o % rows``, result slot ``o // rows``), then streams the tokens in order through two
+    On ``start`` it latches ``o`` and its role (owner row ``o % rows``, result slot
+    ``o // rows``), then streams the tokens in order through two
     stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
     FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
     row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``),
     zeroing ``ACC[t]``. The next token is read while
     one is added, unless the add waits (its data must hold in the read port).
 
-    Latency: 2 cycles from ``start`` to the first read. Throughput: one token per cycle while
-    its inputs and the output are ready, so ``n_tok + 3`` cycles an output. The core checks a CR before starting the engine
+    Latency: 1 cycle from ``start`` to the first read. Throughput: one token per cycle while
+    its inputs and the output are ready, so ``n_tok + 2`` cycles an output (the start, a read
+    per token, the last add). The core checks a CR before starting the engine
     (a slot outside ``Y`` is an error there), and starts it only while ``busy`` is low.
 
     Members
@@ -128,20 +129,16 @@ class PsumEngine(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [o.eq(self.o), raw.eq(self.raw), read_token.eq(0),
-                                 add_valid.eq(0)]
-                    m.next = "ROLE"
-            with m.State("ROLE"):
-                m.d.comb += self.busy.eq(1)
-                owner = o % p.rows
-                m.d.sync += [
-                    slot.eq(o // p.rows),
-                    need_n.eq((row > 0) & (row <= owner)),
-                    need_s.eq((row < p.rows - 1) & (row >= owner)),
-                    is_owner.eq(owner == row),
-                    towards_s.eq(row < owner),
-                ]
-                m.next = "RUN"
+                    owner = self.o % p.rows
+                    m.d.sync += [
+                        o.eq(self.o), raw.eq(self.raw), read_token.eq(0), add_valid.eq(0),
+                        slot.eq(self.o // p.rows),
+                        need_n.eq((row > 0) & (row <= owner)),
+                        need_s.eq((row < p.rows - 1) & (row >= owner)),
+                        is_owner.eq(owner == row),
+                        towards_s.eq(row < owner),
+                    ]
+                    m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [
                     self.busy.eq(1),

@@ -78,7 +78,7 @@ async def pe_figures(dut):
 
     # CR overhead: the same weights with a CR after every `per_output` of them, and with only
     # the final CR (both end by draining one reduction). Enough weights per output that the
-    # partial-sum engine (a token per cycle, n_tok + 3 cycles an output) keeps up.
+    # partial-sum engine (a token per cycle, n_tok + 2 cycles an output) keeps up.
     x = spaced_activations(core, rng, core.n_tok)
     await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
     per_output = max(2, -(-(core.n_tok + 4) * core.lanes // core.n_tok))
