@@ -28,6 +28,7 @@ regress:  ## the long randomised suite (`slow` tests, several seeds) and a summa
 bench:  ## every benchmark, as JSON lines
 	wse bench router --json
 	wse bench pe --json
+	wse bench gemm --json
 	$(PYTHON) -m bench.router_queues --json
 
 clean:
