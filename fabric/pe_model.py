@@ -193,7 +193,8 @@ class CoreModel:
             elif op == ControlOp.READ.value:
                 cost = self._read(i, arg & 0xFFFF, arg >> 16 & 0xFFF)
             elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
-                self._cr(arg, raw=op == ControlOp.CR_OUT.value)
+                if self._cr(arg, raw=op == ControlOp.CR_OUT.value):
+                    cost = 0      # rides on the AXPY before it, or waits (stall, not busy)
             elif op not in _SWITCH_OPS:
                 self._fail()
         self.counters["busy_cycles"] += cost
@@ -241,12 +242,13 @@ class CoreModel:
         k = address - COUNTER_BASE
         return snapshot[COUNTERS[k]] & _WORD if k < len(COUNTERS) else None
 
-    def _cr(self, o: int, raw: bool = False) -> None:
+    def _cr(self, o: int, raw: bool = False) -> bool:
+        """Hand the accumulators over; ``False`` if the CR was dropped as an error."""
         p, c = self.params, self.params.colors
         owner, slot = o % p.rows, o // p.rows
         if p.row == owner and slot >= p.n_out and not raw:
             self._fail()
-            return
+            return False
         inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner),
                   ("psum_from_s", c.psum_from_s, owner <= p.row < p.rows - 1)]
         for name, col, needed in inputs:
@@ -268,6 +270,7 @@ class CoreModel:
             for v in s.tolist():
                 self._send(c.psum_to_s if p.row < owner else c.psum_to_n, v & _WORD)
         self.acc = np.zeros(p.n_tok, dtype=np.int64)
+        return True
 
     # Helpers -------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams, strap_layout
 from .mac import Mac
+from .peek_fifo import PeekFIFO
 from .psum import PsumEngine
 from .wavelet import WAVELET_BITS, ControlOp, ControlPayload, Wavelet
 
@@ -103,7 +104,7 @@ class Core(wiring.Component):
         error_now = Signal(1)          # an error found this cycle
 
         # -- input sorting ------------------------------------------------------------------
-        cmdq = m.submodules.cmd_fifo = SyncFIFO(width=WAVELET_BITS, depth=self.cmd_depth)
+        cmdq = m.submodules.cmd_fifo = PeekFIFO(WAVELET_BITS, self.cmd_depth)
         pnq = m.submodules.psum_n_fifo = SyncFIFO(width=32, depth=self.psum_depth)
         psq = m.submodules.psum_s_fifo = SyncFIFO(width=32, depth=self.psum_depth)
         color = self.i.payload.color
@@ -148,6 +149,7 @@ class Core(wiring.Component):
         slot = head.data[16:32]
         op = ctrl.op.as_value()
         pop = Signal()
+        self._axpy_done = axpy_done = Signal()     # an AXPY's last cycle
         retire = Signal()
         busy = Signal()
         stall = Signal()
@@ -251,7 +253,8 @@ class Core(wiring.Component):
                 with m.Elif(retired == n_buf - 1):
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += [pop.eq(1), busy.eq(1), retire.eq(1),
+                    # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
+                    m.d.comb += [pop.eq(1), stall.eq(1), retire.eq(1),
                                  crq.w_data.eq(Cat(arg, raw)), crq.w_en.eq(1)]
                     m.d.sync += buf.eq(Mux(buf == n_buf - 1, 0, buf + 1))
             with m.Elif(op.matches(*(o.value for o in (ControlOp.NOP, ControlOp.ADVANCE,
@@ -259,6 +262,23 @@ class Core(wiring.Component):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
             with m.Else():
                 m.d.comb += [pop.eq(1), busy.eq(1), error_now[0].eq(1)]
+
+        # -- a CR right behind an AXPY rides on the AXPY's last cycle ------------------------------
+        nxt = data.View(Wavelet, cmdq.r_data1)
+        nxt_op = data.View(ControlPayload, nxt.data).op.as_value()
+        nxt_arg = data.View(ControlPayload, nxt.data).arg
+        nxt_raw = nxt_op == ControlOp.CR_OUT.value
+        fuse = Signal()
+        m.d.comb += fuse.eq(
+            axpy_done & cmdq.r_rdy1 & nxt.ctrl
+            & ((nxt.color == colors.weight) | (nxt.color == colors.cmd))
+            & nxt_op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)
+            & (nxt_raw | (nxt_arg % p.rows != row) | (nxt_arg // p.rows < p.n_out))
+            & (retired != n_buf - 1))
+        with m.If(fuse):
+            m.d.comb += [cmdq.r_en2.eq(1), retire.eq(1),
+                         crq.w_data.eq(Cat(nxt_arg, nxt_raw)), crq.w_en.eq(1)]
+            m.d.sync += buf.eq(Mux(buf == n_buf - 1, 0, buf + 1))
 
         # -- MAC pipeline -----------------------------------------------------------------------
         m.d.sync += s2_buf.eq(s1_buf)
@@ -360,7 +380,7 @@ class Core(wiring.Component):
                              remaining[b].eq(left)]
             m.d.sync += [s1_weight.eq(value), s1_buf.eq(buf)]
             with m.If(done):
-                m.d.comb += pop.eq(1)
+                m.d.comb += [pop.eq(1), self._axpy_done.eq(1)]
                 m.d.sync += active.eq(0)
             with m.Else():
                 m.d.sync += active.eq(1)
