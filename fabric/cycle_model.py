@@ -5,8 +5,9 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
 (``docs/mesh.md``, "Cycle model"):
 
 - a core's dispatcher runs its row's stream: an AXPY costs ``max(1, max over banks of the
-  nonzero tokens of its slot)`` (1 for a zero weight), a CR costs 1 and waits while every
-  accumulator buffer but the active one is still with the engine;
+  nonzero tokens of its slot)`` (1 for a zero weight); a CR rides on the AXPY before it (a CR
+  after a CR takes a cycle) and waits while every accumulator buffer but the active one is
+  still with the engine;
 - the engine reduces outputs in order, ``n_tok + 2`` cycles each at best; it starts an output
   two cycles after its CR, and its first token waits for the first psum token of every
   neighbour it needs (that neighbour's first token plus ``hop`` cycles);
@@ -27,7 +28,7 @@ __all__ = ["CycleModel", "predict_cycles"]
 #: Cycles from a core's engine sending a psum token to the neighbour's engine adding it: core
 #: output register, router queue and hop, router queue, ramp, core psum FIFO.
 HOP = 5
-#: Engine cycles an output beyond one per token: the start and the last add.
+#: Engine cycles from its start to its first add: the start and the first read.
 ENGINE_EXTRA = 2
 #: Cycles from the first intake word to the first core's dispatcher, and from the last engine
 #: token to an idle mesh.
@@ -83,29 +84,30 @@ class CycleModel:
         t = np.full(R, FILL, dtype=np.int64)         # each row's dispatcher clock
         busy = np.zeros(R, dtype=np.int64)
         stall = np.zeros(R, dtype=np.int64)
-        end = np.zeros((R, n), dtype=np.int64)       # engine done with output k
-        first = np.zeros((R, n), dtype=np.int64)     # engine's first token of output k
+        end = np.zeros((R, n), dtype=np.int64)       # engine idle again after output k
+        first = np.zeros((R, n), dtype=np.int64)     # engine adds its first token of output k
         for k in range(n):
             owner = int(owners[k])
+            fused = costs[:, k] > 0                   # the CR rides on the row's last AXPY
             t += costs[:, k]
-            busy += costs[:, k] + 1
-            cr = t.copy()
-            if k >= n_buf - 1:
+            busy += costs[:, k]
+            cr = np.where(fused, t - 1, t)
+            if k >= n_buf - 1:                        # wait for a free accumulator buffer
                 cr = np.maximum(cr, end[:, k - (n_buf - 1)])
-            stall += cr - t
-            t = cr + 1
+            stall += np.where(fused, cr - (t - 1), cr - t + 1)
+            t = np.where(fused & (cr == t - 1), t, cr + 1)
             order = [*range(owner), *range(R - 1, owner, -1), owner]
             for r in order:
-                start = cr[r] + 2
+                start = cr[r] + 1
                 if k:
-                    start = max(start, end[r, k - 1] + 1)
-                ready = start + 1
+                    start = max(start, end[r, k - 1])
+                ready = start + ENGINE_EXTRA
                 if 0 < r <= owner:
                     ready = max(ready, first[r - 1, k] + HOP)
                 if owner <= r < R - 1:
                     ready = max(ready, first[r + 1, k] + HOP)
                 first[r, k] = ready
-                end[r, k] = ready + n_tok + ENGINE_EXTRA - 2
+                end[r, k] = ready + n_tok
         return int(end[:, -1].max()) + DRAIN if n else FILL, busy, stall
 
 

@@ -157,9 +157,10 @@ class Core(wiring.Component):
 
         buf = Signal(range(n_buf))         # active accumulator buffer
         ebuf = Signal(range(n_buf))        # buffer of the engine's current or next reduction
+        ebuf_next = Signal(range(n_buf))
+        m.d.comb += ebuf_next.eq(Mux(ebuf == n_buf - 1, 0, ebuf + 1))
         retired = Signal(range(n_buf))     # buffers handed to the engine and not yet reduced
         crq = m.submodules.cr_fifo = SyncFIFO(width=29, depth=n_buf - 1)   # (raw, o) to reduce
-        engine_was_busy = Signal()
         active = Signal()                  # an AXPY is part-way through its tokens
         remaining = [Signal(tpb, name=f"rem{b}") for b in range(lanes)]
         ptr = Signal(16)
@@ -291,14 +292,15 @@ class Core(wiring.Component):
                 rp, wp = accs[b][k]
                 mac_reads = s1_valid[b] & (s1_buf == k)
                 mac_writes = mac.s1_valid & (s2_buf == k)
-                engine_owns = engine.busy & (ebuf == k)
+                engine_reads = engine.acc_read & (Mux(engine.read_next, ebuf_next, ebuf) == k)
+                engine_clears = engine.acc_clear & (ebuf == k)
                 with m.If(mac_reads):
                     m.d.comb += [rp.addr.eq(s1_index[b]), rp.en.eq(1)]
-                with m.Elif(engine_owns & engine.acc_read & (engine.read_bank == b)):
+                with m.Elif(engine_reads & (engine.read_bank == b)):
                     m.d.comb += [rp.addr.eq(engine.read_index), rp.en.eq(1)]
                 with m.If(mac_writes):
                     m.d.comb += [wp.addr.eq(s2_index[b]), wp.data.eq(mac.sum), wp.en.eq(1)]
-                with m.Elif(engine_owns & engine.acc_clear & (engine.clear_bank == b)):
+                with m.Elif(engine_clears & (engine.clear_bank == b)):
                     m.d.comb += [wp.addr.eq(engine.clear_index), wp.data.eq(0), wp.en.eq(1)]
             m.d.comb += mac.acc.eq(Array(accs[b][k][0].data for k in range(n_buf))[s2_buf])
         m.d.comb += engine.acc_data.eq(
@@ -306,15 +308,14 @@ class Core(wiring.Component):
             [engine.clear_bank])
 
         # -- retired buffers: reduced one at a time, oldest first ----------------------------------
-        engine_done = engine_was_busy & ~engine.busy
-        m.d.sync += engine_was_busy.eq(engine.busy)
+        engine_done = engine.done
         m.d.comb += [
-            engine.start.eq(crq.r_rdy & ~engine.busy),
+            engine.start.eq(crq.r_rdy & engine.can_start),
             engine.o.eq(crq.r_data[:28]), engine.raw.eq(crq.r_data[28]),
             crq.r_en.eq(engine.start),
         ]
         with m.If(engine_done):
-            m.d.sync += ebuf.eq(Mux(ebuf == n_buf - 1, 0, ebuf + 1))
+            m.d.sync += ebuf.eq(ebuf_next)
         m.d.sync += retired.eq(retired + retire - engine_done)
 
         # -- partial-sum engine connections ---------------------------------------------------

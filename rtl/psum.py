@@ -13,7 +13,7 @@ __all__ = ["PsumEngine"]
 class PsumEngine(wiring.Component):
     """Reduces one retired accumulator buffer for output feature ``o`` (``docs/pe.md``).
 
-    On ``start`` it latches ``o`` and its role (owner row ``o % rows``, result slot
+    On ``start`` (taken while ``can_start``) it latches ``o`` and its role (owner row ``o % rows``, result slot
     ``o // rows``), then streams the tokens in order through two
     stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
     FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
@@ -22,8 +22,8 @@ class PsumEngine(wiring.Component):
     one is added, unless the add waits (its data must hold in the read port).
 
     Latency: 1 cycle from ``start`` to the first read. Throughput: one token per cycle while
-    its inputs and the output are ready, so ``n_tok + 2`` cycles an output (the start, a read
-    per token, the last add). The core checks a CR before starting the engine
+    its inputs and the output are ready: ``n_tok`` cycles an output when the next one is
+    waiting (its first read overlaps the last add), ``n_tok + 2`` from idle. The core checks a CR before starting the engine
     (a slot outside ``Y`` is an error there), and starts it only while ``busy`` is low.
 
     Members
@@ -37,6 +37,13 @@ class PsumEngine(wiring.Component):
         ``out`` color instead of writing ``Y`` (``CR_OUT``).
     busy : Out(1)
         A reduction is in progress.
+    can_start : Out(1)
+        ``start`` is taken this cycle: idle, or adding the last token of an output (the next
+        output's first read then overlaps that add).
+    done : Out(1)
+        The last token of an output is added this cycle.
+    read_next : Out(1)
+        This cycle's ``acc_read`` is token 0 of the next output (its buffer, not this one's).
     acc_read, read_bank, read_index : Out
         Read the retired buffer's accumulator of token ``read_index * lanes + read_bank``.
     acc_data : In(fmt.acc_shape)
@@ -69,6 +76,9 @@ class PsumEngine(wiring.Component):
             "o":         In(28),
             "raw":       In(1),
             "busy":      Out(1),
+            "can_start": Out(1),
+            "done":      Out(1),
+            "read_next": Out(1),
             "acc_read":    Out(1),
             "read_bank":   Out(range(params.lanes)),
             "read_index":  Out(range(params.tpb)),
@@ -101,9 +111,10 @@ class PsumEngine(wiring.Component):
         add_token = Signal(range(p.n_tok))           # token in the add stage
         add_valid = Signal()
 
+        read_from = Mux(self.read_next, 0, read_token)       # token 0 of the next output
         m.d.comb += [
-            self.read_bank.eq(read_token % p.lanes),
-            self.read_index.eq(read_token // p.lanes),
+            self.read_bank.eq(read_from % p.lanes),
+            self.read_index.eq(read_from // p.lanes),
             self.clear_bank.eq(add_token % p.lanes),
             self.clear_index.eq(add_token // p.lanes),
         ]
@@ -126,18 +137,23 @@ class PsumEngine(wiring.Component):
             self.y_address.eq(slot * p.n_tok + add_token),
         ]
 
+        def take_next():
+            """Latch the next output and its role (owner row, result slot)."""
+            owner = self.o % p.rows
+            m.d.sync += [
+                o.eq(self.o), raw.eq(self.raw), slot.eq(self.o // p.rows),
+                need_n.eq((row > 0) & (row <= owner)),
+                need_s.eq((row < p.rows - 1) & (row >= owner)),
+                is_owner.eq(owner == row),
+                towards_s.eq(row < owner),
+            ]
+
         with m.FSM():
             with m.State("IDLE"):
+                m.d.comb += self.can_start.eq(1)
                 with m.If(self.start):
-                    owner = self.o % p.rows
-                    m.d.sync += [
-                        o.eq(self.o), raw.eq(self.raw), read_token.eq(0), add_valid.eq(0),
-                        slot.eq(self.o // p.rows),
-                        need_n.eq((row > 0) & (row <= owner)),
-                        need_s.eq((row < p.rows - 1) & (row >= owner)),
-                        is_owner.eq(owner == row),
-                        towards_s.eq(row < owner),
-                    ]
+                    take_next()
+                    m.d.sync += [read_token.eq(0), add_valid.eq(0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [
@@ -154,7 +170,14 @@ class PsumEngine(wiring.Component):
                         self.overflow.eq(over1 | over2 | (is_owner & ~raw & over_q)),
                     ]
                 read = (read_token < p.n_tok) & (~add_valid | fire)
-                with m.If(read):
+                last = fire & (read_token == p.n_tok)
+                m.d.comb += [self.done.eq(last), self.can_start.eq(last)]
+                with m.If(last & self.start):
+                    # the next output's first read overlaps this output's last add
+                    take_next()
+                    m.d.comb += [self.acc_read.eq(1), self.read_next.eq(1)]
+                    m.d.sync += [read_token.eq(1), add_token.eq(0), add_valid.eq(1)]
+                with m.Elif(read):
                     m.d.comb += self.acc_read.eq(1)
                     m.d.sync += [read_token.eq(read_token + 1), add_token.eq(read_token),
                                  add_valid.eq(1)]
