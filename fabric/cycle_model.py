@@ -8,8 +8,8 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
   nonzero tokens of its slot)`` (1 for a zero weight); a CR rides on the AXPY before it (a CR
   after a CR takes a cycle) and waits while every accumulator buffer but the active one is
   still with the engine;
-- the engine reduces outputs in order, ``n_tok + 2`` cycles each at best; it starts an output
-  two cycles after its CR, and its first token waits for the first psum token of every
+- the engine reduces outputs in order, ``n_tok`` cycles each when they queue (``n_tok + 2``
+  from idle); it starts an output the cycle after its CR, and its first token waits for the first psum token of every
   neighbour it needs (that neighbour's first token plus ``hop`` cycles);
 - every column runs the same stream, so a row's time is its slowest column's;
 - the phase ends when the last engine has sent its last token, plus the drain to the outlets.
@@ -99,8 +99,8 @@ class CycleModel:
             order = [*range(owner), *range(R - 1, owner, -1), owner]
             for r in order:
                 start = cr[r] + 1
-                if k:
-                    start = max(start, end[r, k - 1])
+                if k:   # the first read may overlap the previous output's last add
+                    start = max(start, end[r, k - 1] - ENGINE_EXTRA)
                 ready = start + ENGINE_EXTRA
                 if 0 < r <= owner:
                     ready = max(ready, first[r - 1, k] + HOP)

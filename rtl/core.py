@@ -309,8 +309,12 @@ class Core(wiring.Component):
 
         # -- retired buffers: reduced one at a time, oldest first ----------------------------------
         engine_done = engine.done
+        # An overlapped start reads its buffer in this cycle; a buffer handed over by a CR that
+        # rode on an AXPY's last cycle may still have that AXPY's last token one stage into the
+        # MAC pipeline (it reads the accumulator now, writes it next cycle): wait a cycle then.
+        mac_on_next = Cat(*s1_valid).any() & (s1_buf == ebuf_next)
         m.d.comb += [
-            engine.start.eq(crq.r_rdy & engine.can_start),
+            engine.start.eq(crq.r_rdy & engine.can_start & ~(engine.busy & mac_on_next)),
             engine.o.eq(crq.r_data[:28]), engine.raw.eq(crq.r_data[28]),
             crq.r_en.eq(engine.start),
         ]

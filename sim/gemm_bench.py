@@ -152,8 +152,8 @@ def _run(system, W, X, **kwargs):
 def _figures(sparse, zeros, dense, X, sparsity, exact):
     program = sparse.program
     ideal = program.ideal_cycles(X)
-    # every core takes every carriage return (1 cycle each); the rest of its work is AXPYs
-    axpy = sparse.counters["busy_cycles"] - program.n_out
+    # a carriage return costs no busy cycle (docs/pe.md): a core's busy cycles are its AXPYs
+    axpy = sparse.counters["busy_cycles"]
     cycles = sparse.cycles
     timed = cycles is not None
     figures = {
@@ -172,7 +172,7 @@ def _figures(sparse, zeros, dense, X, sparsity, exact):
     for name in ("macs_issued", "macs_skipped_weight", "macs_skipped_act"):
         figures[name] = int(sparse.counters[name].sum())
     figures.update(nnz=program.nnz, sparsity=sparsity,
-                   limits=_limits(cycles, ideal, axpy, program.n_out,
+                   limits=_limits(cycles, ideal, axpy,
                                   sparse.counters["stall_cycles"]))
     return figures
 
@@ -182,18 +182,17 @@ def _ratio(a, b):
     return None if a is None or b is None else round(a / b, 4)
 
 
-def _limits(cycles, ideal, axpy, n_out, stalls):
+def _limits(cycles, ideal, axpy, stalls):
     """What keeps utilisation below 1, in one sentence, from the busiest core's figures."""
     busiest = np.unravel_index(axpy.argmax(), axpy.shape)
     work = int(axpy[busiest])
     if cycles is None:
         return (f"golden model: no cycle count; the busiest core's AXPYs take {work} cycles "
-                f"against an ideal of {ideal} ({work - ideal} of imbalance), plus {n_out} "
-                f"carriage returns")
+                f"against an ideal of {ideal} ({work - ideal} of imbalance)")
     stall = int(stalls[busiest])
-    losses = {"row/column imbalance": work - ideal, "carriage returns": n_out,
-              "waits for the partial-sum engine": stall,
-              "fill, drain and psum hand-offs": cycles - work - n_out - stall}
+    losses = {"row/column imbalance": work - ideal,
+              "waits (for a free accumulator buffer, or a carriage return's own cycle)": stall,
+              "fill, drain and psum hand-offs": cycles - work - stall}
     parts = ", ".join(f"{value} {name}" for name, value in losses.items())
     worst = max(losses, key=losses.get)
     return (f"of {cycles} cycles {ideal} are ideal MAC work ({ideal / cycles:.0%}); the busiest "

@@ -212,3 +212,29 @@ def test_more_accumulator_buffers_change_timing_not_results(acc_buffers):
     psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
     compare(params, cmds, *psums, ready=lambda cycle: cycle % 4 == 0,
             core_kwargs={"acc_buffers": acc_buffers})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_streams_with_busy_engine_and_short_outputs(seed):
+    """Many outputs of zero to two weights each, so carriage returns ride on AXPYs while the
+    engine is finishing the output before (its next read overlaps its last add); random output
+    pacing. Catches an engine that reads a buffer the MAC pipeline still writes."""
+    rng = np.random.default_rng(100 + seed)
+    rows, row = 3, int(rng.integers(0, 3))
+    n_tok, lanes = [(4, 1), (4, 2), (2, 1)][seed % 3]
+    params = CoreParams(n_feat=3, n_tok=n_tok, n_out=8, rows=rows, row=row, lanes=lanes)
+    x = rng.integers(-300, 300, (3, n_tok))
+    x[rng.random(x.shape) < 0.3] = 0
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, x)]
+    outputs = 20
+    for o in range(outputs):
+        for f in rng.choice(3, int(rng.integers(0, 3)), replace=False):
+            cmds.append(pe_model.weight(params, int(rng.integers(-300, 300)), int(f)))
+        cmds.append(pe_model.cr(params, o, raw=bool(rng.integers(0, 2))))
+    n_from_n = sum(n_tok for o in range(outputs) if 0 < row <= o % rows)
+    n_from_s = sum(n_tok for o in range(outputs) if o % rows <= row < rows - 1)
+    psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
+    pace = rng.random(4000) < 0.7
+    compare(params, cmds + [pe_model.read(params, Y_BASE, 8 * n_tok)], *psums,
+            ready=lambda cycle: bool(pace[cycle % len(pace)]),
+            core_kwargs={"acc_buffers": int(rng.integers(2, 5))})
