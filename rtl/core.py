@@ -63,6 +63,9 @@ class Core(wiring.Component):
     accept : Out(3)
         What ``i`` would take this cycle, by class: bit 0 a command (any color but the psum
         colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s`` (for the router's ramp).
+    psum_n_in, psum_s_in : In(stream.Signature(32))
+        Psums straight from the north and south neighbours (the tile's bypass), beside ``i``:
+        a psum a cycle from each side and a command from the ramp, all at once.
     strap : In(strap_layout(rows))
         Only with ``straps=True``: the colors and the row, as inputs (``params.colors`` and
         ``params.row`` are then ignored); see :func:`~rtl.core_params.strap_value`.
@@ -89,6 +92,8 @@ class Core(wiring.Component):
             "overflow": Out(1),
             "idle":     Out(1),
             "accept":   Out(3),
+            "psum_n_in": In(stream.Signature(32)),
+            "psum_s_in": In(stream.Signature(32)),
         }
         if self.straps:
             members["strap"] = In(strap_layout(params.rows))
@@ -112,13 +117,24 @@ class Core(wiring.Component):
         to_cmd = ~to_n & ~to_s          # foreign colors too: dropped in order, at dispatch
         m.d.comb += [
             cmdq.w_data.eq(self.i.payload), cmdq.w_en.eq(self.i.valid & to_cmd),
-            pnq.w_data.eq(self.i.payload.data), pnq.w_en.eq(self.i.valid & to_n),
-            psq.w_data.eq(self.i.payload.data), psq.w_en.eq(self.i.valid & to_s),
-            self.i.ready.eq(Mux(to_cmd, cmdq.w_rdy, Mux(to_n, pnq.w_rdy, psq.w_rdy))),
-            self.accept.eq(Cat(cmdq.w_rdy, pnq.w_rdy, psq.w_rdy)),
         ]
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += counters["wavelets_in"].eq(counters["wavelets_in"] + 1)
+        # Psums come from the ramp or, with priority, straight from a neighbour (psum_*_in).
+        room = {}
+        for fifo, direct, ramp in ((pnq, self.psum_n_in, to_n), (psq, self.psum_s_in, to_s)):
+            room[fifo] = fifo.w_rdy & ~direct.valid
+            m.d.comb += [
+                direct.ready.eq(fifo.w_rdy),
+                fifo.w_data.eq(Mux(direct.valid, direct.payload, self.i.payload.data)),
+                fifo.w_en.eq(direct.valid | (self.i.valid & ramp)),
+            ]
+        m.d.comb += [
+            self.i.ready.eq(Mux(to_cmd, cmdq.w_rdy, Mux(to_n, room[pnq], room[psq]))),
+            self.accept.eq(Cat(cmdq.w_rdy, room[pnq], room[psq])),
+        ]
+        taken = Cat(self.i.valid & self.i.ready, self.psum_n_in.valid & self.psum_n_in.ready,
+                    self.psum_s_in.valid & self.psum_s_in.ready)
+        m.d.sync += counters["wavelets_in"].eq(
+            counters["wavelets_in"] + taken[0] + taken[1] + taken[2])
 
         # -- memories ---------------------------------------------------------------------------
         xs, masks, accs = [], [], []

@@ -36,6 +36,11 @@ class Tile(wiring.Component):
     router which colors it can take this cycle (``ramp_accept``), so the ramp only offers those:
     a command the core must refuse never costs the psums a cycle of the ramp.
 
+    Psums bypass the router: a wavelet of the core's ``psum_from_n`` color arriving on ``i_n``
+    (``psum_from_s`` on ``i_s``) goes straight into the core's psum FIFO, so the owner of an
+    output takes a psum from each side and a command from the ramp in the same cycle (through
+    the ramp they took one cycle each). Everything else on ``i_n`` / ``i_s`` goes to the router.
+
     Parameters
     ----------
     core : CoreParams
@@ -109,10 +114,22 @@ class Tile(wiring.Component):
         m.submodules.core = core = self.core
         wiring.connect(m, router.o_r, core.i)
         wiring.connect(m, core.o, router.i_r)
+        colors = self.strap_core if self.straps else self.core_params.colors
+        bypass = {Direction.N: (colors.psum_from_n, core.psum_n_in),
+                  Direction.S: (colors.psum_from_s, core.psum_s_in)}
         for d in MESH_PORTS:
             name = d.name.lower()
-            wiring.connect(m, wiring.flipped(getattr(self, f"i_{name}")),
-                           getattr(router, f"i_{name}"))
+            inp, rin = getattr(self, f"i_{name}"), getattr(router, f"i_{name}")
+            if d in bypass:     # the core's psums skip the router and its ramp
+                color, direct = bypass[d]
+                is_psum = inp.payload.color == color
+                m.d.comb += [
+                    rin.payload.eq(inp.payload), rin.valid.eq(inp.valid & ~is_psum),
+                    direct.payload.eq(inp.payload.data), direct.valid.eq(inp.valid & is_psum),
+                    inp.ready.eq(Mux(is_psum, direct.ready, rin.ready)),
+                ]
+            else:
+                wiring.connect(m, wiring.flipped(inp), rin)
             wiring.connect(m, getattr(router, f"o_{name}"),
                            wiring.flipped(getattr(self, f"o_{name}")))
         m.d.comb += [
@@ -120,7 +137,6 @@ class Tile(wiring.Component):
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
             self.idle.eq(router.idle & core.idle),
         ]
-        colors = self.strap_core if self.straps else self.core_params.colors
         m.d.comb += router.ramp_accept.eq(Cat(
             Mux(color == colors.psum_from_n, core.accept[1],
                 Mux(color == colors.psum_from_s, core.accept[2], core.accept[0]))
