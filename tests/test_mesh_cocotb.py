@@ -132,5 +132,6 @@ def test_a_4x4_mesh_runs_a_sparse_64x64_gemm(figure):
         model = predict_cycles(got.program, X)
         figure(f"mesh 4x4 cycle model: {model} cycles against {got.cycles} measured "
                f"({model / got.cycles:.2f})")
-        # the model ignores ramp contention and full psum FIFOs: a lower bound, within 25 %
-        assert 0.75 * got.cycles <= model <= 1.02 * got.cycles
+        # within a few per cent of the RTL (docs/results.md); not a timing assertion: both are
+        # cycle counts of a deterministic simulation
+        assert abs(model - got.cycles) <= 0.05 * got.cycles
