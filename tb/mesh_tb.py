@@ -10,10 +10,9 @@ nothing moves for too long while the mesh is busy.
 """
 
 from fabric.config import MeshConfig
-from rtl.wavelet import WAVELET
 
 from .clocked import ClockedTB
-from .streams import StreamSink, StreamSource, always
+from .streams import StreamSink, StreamSource, always, stuck_offers
 
 __all__ = ["MeshStuck", "MeshTB", "config_from_params"]
 
@@ -99,9 +98,5 @@ class MeshTB(ClockedTB):
     def _stuck(self):
         lines = [f"watchdog: the mesh was busy and no port moved for {self.watchdog} cycles "
                  f"(cycle {self.cycle})"]
-        for name, source in self.sources.items():
-            if source.offered is not None:
-                color = int(WAVELET.unpack(source.offered)["color"])
-                lines.append(f"input {name} stuck offering color {color} "
-                             f"({len(source.queue)} more queued)")
+        lines += stuck_offers(self.sources)
         return "\n  ".join(lines)

@@ -15,7 +15,8 @@ import random
 from collections import deque
 
 __all__ = ["always", "bursty", "random_pattern", "stream_handles", "StreamSource", "StreamProtocolError",
-           "StreamSink", "AxiWaveletPayload"]
+           "StreamSink", "AxiWaveletPayload",
+           "stuck_offers"]
 
 
 def always():
@@ -190,3 +191,16 @@ class StreamSink:
             self.offered_since = None
         else:
             self._stalled = self._word(cycle)
+
+
+def stuck_offers(sources):
+    """Watchdog lines for ``{name: StreamSource}``: each input still offering a word, by color."""
+    from rtl.wavelet import WAVELET
+
+    lines = []
+    for name, source in sources.items():
+        if source.offered is not None:
+            color = int(WAVELET.unpack(source.offered)["color"])
+            lines.append(f"input {name} stuck offering color {color} "
+                         f"({len(source.queue)} more queued)")
+    return lines

@@ -14,7 +14,7 @@ from rtl.wavelet import WAVELET, Direction
 
 from .clocked import ClockedTB
 from .router_tb import load_params
-from .streams import StreamSink, StreamSource, always
+from .streams import StreamSink, StreamSource, always, stuck_offers
 
 __all__ = ["TileStuck", "TileTB", "load_params"]
 
@@ -112,11 +112,7 @@ class TileTB(ClockedTB):
     def _stuck(self, start, owed):
         lines = [f"watchdog: the tile did not move for {self.watchdog} cycles "
                  f"(cycle {self.cycle})"]
-        for d, source in self.sources.items():
-            if source.offered is not None:
-                color = int(WAVELET.unpack(source.offered)["color"])
-                lines.append(f"input {d.name} stuck offering color {color} "
-                             f"({len(source.queue)} more queued)")
+        lines += stuck_offers({d.name: source for d, source in self.sources.items()})
         for d, words in owed.items():
             missing = len(words) - (len(self.received[d]) - start[d])
             if missing > 0:
