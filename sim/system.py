@@ -27,6 +27,7 @@ import numpy as np
 
 from fabric import pe_model
 from fabric.config import MeshConfig
+from fabric.wire import recv_message, send_message
 from rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
 from rtl.wavelet import unpack
 
@@ -311,8 +312,6 @@ class CocotbSystem(System):
         return f"{messages or 'failed'} (log: {self.result.test_dir / 'sim.log'})"
 
     def _exchange(self, streams):
-        from tb.mesh_server import recv_message, send_message
-
         if self._sock is None:
             raise SimulationError("this System is closed")
         try:
@@ -335,8 +334,6 @@ class CocotbSystem(System):
     def close(self, check=True):
         """End the simulation; with ``check``, a failed testbench raises
         :class:`SimulationError`."""
-        from tb.mesh_server import send_message
-
         if self._sock is not None:
             try:
                 send_message(self._sock, {"op": "quit"})

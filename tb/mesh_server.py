@@ -5,49 +5,21 @@ the mesh, connects to the Unix socket named in ``WSE_PARAMS`` and runs the reque
 one at a time, while the simulation keeps its state between them (the host loads activations,
 streams weights and reads results as separate exchanges, as on the real fabric).
 
-Protocol: each message is a 4-byte big-endian length and a JSON object.
+Protocol: each message is a 4-byte big-endian length and a JSON object (:mod:`fabric.wire`).
 ``{"op": "exchange", "streams": {port: [words]}}`` -> ``{"ok": true, "received": {port:
 [words]}, "cycles": n, "error": 0|1, "overflow": 0|1}``; ``{"op": "quit"}`` ends the test.
 A failure (a stuck mesh, a broken stream rule) is answered with ``{"ok": false, "message":
 ...}`` and fails the test.
 """
 
-import json
 import socket
-import struct
 
 import cocotb
 
+from fabric.wire import recv_message, send_message
+
 from .mesh_tb import MeshTB, config_from_params
 from .router_tb import load_params
-
-__all__ = ["send_message", "recv_message"]
-
-
-def send_message(sock, obj):
-    body = json.dumps(obj, separators=(",", ":")).encode()
-    sock.sendall(struct.pack(">I", len(body)) + body)
-
-
-def recv_message(sock):
-    head = _recv_exactly(sock, 4)
-    if head is None:
-        return None
-    (length,) = struct.unpack(">I", head)
-    return json.loads(_recv_exactly(sock, length))
-
-
-def _recv_exactly(sock, n):
-    chunks, left = [], n
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            if left == n:
-                return None
-            raise ConnectionError("the host closed the connection mid-message")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 @cocotb.test()
