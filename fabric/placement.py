@@ -1,0 +1,114 @@
+"""Where features live on a mesh: a feature's row and its slot in that row's cores."""
+
+import numpy as np
+
+from .validate import count, int_array, readonly
+
+__all__ = ["Placement"]
+
+
+class Placement:
+    """Where each of ``n`` features lives: row ``row_of[i]``, slot ``slot_of[i]`` of that row.
+
+    Build one with :meth:`balanced` or :meth:`modulo`, or give the arrays directly (every
+    ``(row, slot)`` pair at most once). Immutable: the arrays are read-only.
+
+    Parameters
+    ----------
+    rows : int
+        The mesh's rows.
+    row_of, slot_of : 1-D integer arrays of equal length
+        Row (``0 .. rows-1``) and slot (``>= 0``) of each feature.
+    kind : str
+        How it was made (``"balanced"``, ``"modulo"``, ``"given"``), for messages.
+    """
+
+    def __init__(self, rows, row_of, slot_of, *, kind="given"):
+        object.__setattr__(self, "rows", count("rows", rows))
+        row_of = int_array(row_of, "row_of", 1)
+        slot_of = int_array(slot_of, "slot_of", 1)
+        if row_of.shape != slot_of.shape:
+            raise ValueError(f"row_of and slot_of must have the same length, not "
+                             f"{row_of.size} and {slot_of.size}")
+        bad = np.flatnonzero((row_of < 0) | (row_of >= self.rows))
+        if bad.size:
+            raise ValueError(f"row_of must be in 0..{self.rows - 1}, not {int(row_of[bad[0]])} "
+                             f"(feature {bad[0]})")
+        bad = np.flatnonzero(slot_of < 0)
+        if bad.size:
+            raise ValueError(f"slot_of must be non-negative, not {int(slot_of[bad[0]])} "
+                             f"(feature {bad[0]})")
+        if row_of.size:
+            key = slot_of * self.rows + row_of
+            order = np.argsort(key, kind="stable")
+            twice = np.flatnonzero(key[order][1:] == key[order][:-1])
+            if twice.size:
+                a, b = sorted((int(order[twice[0]]), int(order[twice[0] + 1])))
+                raise ValueError(f"features {a} and {b} are both at row {int(row_of[a])} slot "
+                                 f"{int(slot_of[a])}")
+        object.__setattr__(self, "row_of", readonly(row_of))
+        object.__setattr__(self, "slot_of", readonly(slot_of))
+        object.__setattr__(self, "kind", str(kind))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Placement is immutable: build another one")
+
+    @classmethod
+    def balanced(cls, W, rows):
+        """Input features of ``W`` (``[n_out, n_in]``) sorted by their nonzero count in ``W``'s
+        column, most first (ties by index), dealt round-robin: the ``k``-th goes to row
+        ``k % rows``, slot ``k // rows``."""
+        rows = count("rows", rows)
+        W = np.asarray(W)
+        if W.ndim != 2:
+            raise ValueError(f"W must be a 2-D array, not one of shape {W.shape}")
+        counts = np.count_nonzero(W, axis=0)
+        order = np.argsort(-counts, kind="stable")
+        k = np.empty(order.size, dtype=np.int64)
+        k[order] = np.arange(order.size)
+        return cls(rows, k % rows, k // rows, kind="balanced")
+
+    @classmethod
+    def modulo(cls, n, rows):
+        """Feature ``i`` at row ``i % rows``, slot ``i // rows``."""
+        rows = count("rows", rows)
+        n = count("n", n, minimum=0)
+        i = np.arange(n, dtype=np.int64)
+        return cls(rows, i % rows, i // rows, kind="modulo")
+
+    def __len__(self):
+        return int(self.row_of.size)
+
+    def __eq__(self, other):
+        return (isinstance(other, Placement) and self.rows == other.rows
+                and np.array_equal(self.row_of, other.row_of)
+                and np.array_equal(self.slot_of, other.slot_of))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"<Placement {self.kind}: {len(self)} features on {self.rows} rows>"
+
+    def slots_per_row(self):
+        """Slots each row needs: its highest slot + 1 (0 for an empty row), which is the number
+        of its features for a dealt placement."""
+        need = np.zeros(self.rows, dtype=np.int64)
+        np.maximum.at(need, self.row_of, self.slot_of + 1)
+        return need
+
+    def features_of(self, row):
+        """The features on ``row``, in order of their index."""
+        return np.flatnonzero(self.row_of == row)
+
+    def check_fits(self, limit, what, *, name=None):
+        """``ValueError`` if a row needs more than ``limit`` slots; the message says which row,
+        how many, the limit (called ``name``) and the placement, as in ``"input features: row 0
+        needs 40 slots, but a core holds n_feat=32 (balanced placement of 150 features on 4
+        rows)"``."""
+        need = self.slots_per_row()
+        if need.size and need.max() > limit:
+            row = int(need.argmax())
+            holds = f"{name}={limit}" if name else f"{limit}"
+            raise ValueError(f"{what}: row {row} needs {int(need[row])} slots, but a core holds "
+                             f"{holds} ({self.kind} placement of {len(self)} features on "
+                             f"{self.rows} row{'s' if self.rows > 1 else ''})")
