@@ -1,0 +1,224 @@
+"""The serial frames between a host and the mesh bridge (``fpga/bridge.py``), one definition.
+
+Every frame is a sync byte, a command byte, a fixed-length payload and a CRC-8 over the command
+and payload bytes (polynomial ``x^8 + x^2 + x + 1``, ``0x07``, initial value 0, no reflection:
+CRC-8/SMBUS). Multi-byte fields are little-endian. The contract, with the reasons, is
+``docs/bridge.md``; the bridge's RTL takes its constants from here, the host
+(:mod:`sim.board`) and the testbenches encode and decode with these functions.
+
+Host to bridge (8 bytes each):
+
+========  ==========================  ==============================================
+command   name                        payload (5 bytes)
+========  ==========================  ==============================================
+``0x00+r``  wavelet into row ``r``    the 38-bit packed wavelet (bits 39:38 zero)
+``0x80``  status request (flush)      zero
+========  ==========================  ==============================================
+
+Bridge to host:
+
+==========  =======================  ============================================  =====
+command     name                     payload                                       bytes
+==========  =======================  ============================================  =====
+``0x00+c``  outlet wavelet, column c the 38-bit packed wavelet (5 bytes)             8
+``0x40+r``  credit for row ``r``     wavelets taken from row ``r``'s FIFO (1 byte),  8
+                                     4 zero bytes
+``0x80``    status                   cycles (4), flags (1), bad frames (2)          10
+==========  =======================  ============================================  =====
+"""
+
+import enum
+from dataclasses import dataclass
+
+__all__ = [
+    "SYNC", "CRC_POLY", "MAX_PORTS", "PAYLOAD_BYTES", "HOST_FRAME_BYTES", "DEFAULT_FIFO_DEPTH",
+    "Op", "Flag", "FrameError", "Status", "crc8",
+    "wavelet_frame", "status_request", "decode_host_frame",
+    "outlet_frame", "credit_frame", "status_frame", "reply_length", "ReplyDecoder",
+]
+
+SYNC = 0xA5
+CRC_POLY = 0x07
+#: Rows (intakes) and columns (outlets) a command byte can address.
+MAX_PORTS = 64
+#: Payload bytes of every host frame, and of outlet and credit replies.
+PAYLOAD_BYTES = 5
+HOST_FRAME_BYTES = 1 + 1 + PAYLOAD_BYTES + 1
+STATUS_PAYLOAD_BYTES = 7
+#: Wavelets each row's intake FIFO in the bridge holds (the host's initial credit per row).
+DEFAULT_FIFO_DEPTH = 16
+_WAVELET_BITS = 38
+
+
+class Op(enum.IntEnum):
+    """The command byte's top two bits; the low six are a row or column (0 for ``STATUS``)."""
+    WAVELET = 0x00     # host: into row; bridge: from outlet column
+    CREDIT = 0x40      # bridge only
+    STATUS = 0x80      # host: request; bridge: reply
+
+
+class Flag(enum.IntFlag):
+    """Bits of the status frame's flags byte (all sticky since reset)."""
+    ERROR = 0x01       # the mesh's error output: a router dropped a wavelet, a core counted one
+    OVERFLOW = 0x02    # the mesh's overflow output: a core saturated
+    BAD_FRAME = 0x04   # at least one bad frame since reset
+    DROPPED = 0x08     # a good wavelet frame found its row's FIFO full (counted as bad)
+
+
+class FrameError(ValueError):
+    """A frame failed its checks (sync, length, checksum, command, reserved bits)."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """A decoded status reply: ``cycles`` of the exchange (from the first wavelet that entered
+    the mesh after the previous status to the last cycle the bridge was busy), the flags and
+    the number of bad frames since reset (saturates at 0xFFFF)."""
+    cycles: int
+    flags: Flag
+    bad_frames: int
+
+    @property
+    def error(self):
+        return bool(self.flags & Flag.ERROR)
+
+    @property
+    def overflow(self):
+        return bool(self.flags & Flag.OVERFLOW)
+
+
+def crc8(data, crc=0):
+    """CRC-8/SMBUS of ``data`` (bytes), continuing from ``crc``."""
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = ((crc << 1) ^ CRC_POLY) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+    return crc
+
+
+def _frame(command, payload):
+    body = bytes([command]) + bytes(payload)
+    return bytes([SYNC]) + body + bytes([crc8(body)])
+
+
+def _index(name, value, limit):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+        raise ValueError(f"{name} must be an integer in 0..{limit - 1}, not {value!r}")
+    return value
+
+
+def _word(word):
+    word = int(word)
+    if not 0 <= word < 1 << _WAVELET_BITS:
+        raise ValueError(f"wavelet must be a {_WAVELET_BITS}-bit packed word, not {word!r}")
+    return word.to_bytes(PAYLOAD_BYTES, "little")
+
+
+def wavelet_frame(row, word):
+    """The host frame that puts packed wavelet ``word`` into the intake of ``row``."""
+    return _frame(Op.WAVELET | _index("row", row, MAX_PORTS), _word(word))
+
+
+def status_request():
+    """The host frame that asks for a status reply once every wavelet sent has been taken,
+    the mesh is idle and every outlet wavelet has been sent back."""
+    return _frame(Op.STATUS, bytes(PAYLOAD_BYTES))
+
+
+def decode_host_frame(frame, rows):
+    """The bridge's checks, as a model: ``("wavelet", row, word)`` or ``("status",)`` for a
+    good 8-byte host frame of a ``rows``-row mesh; :class:`FrameError` naming the fault."""
+    frame = bytes(frame)
+    if len(frame) != HOST_FRAME_BYTES:
+        raise FrameError(f"a host frame has {HOST_FRAME_BYTES} bytes, not {len(frame)}")
+    if frame[0] != SYNC:
+        raise FrameError(f"sync byte must be {SYNC:#04x}, not {frame[0]:#04x}")
+    if crc8(frame[1:]) != 0:
+        raise FrameError(f"checksum {frame[-1]:#04x} does not match {crc8(frame[1:-1]):#04x}")
+    command, payload = frame[1], int.from_bytes(frame[2:-1], "little")
+    if command & 0xC0 == Op.WAVELET:
+        row = command & 0x3F
+        if row >= rows:
+            raise FrameError(f"row {row} is outside the {rows}-row mesh")
+        if payload >> _WAVELET_BITS:
+            raise FrameError("reserved payload bits 39:38 must be zero")
+        return ("wavelet", row, payload)
+    if command == Op.STATUS:
+        if payload:
+            raise FrameError("a status request's payload must be zero")
+        return ("status",)
+    raise FrameError(f"unknown command {command:#04x}")
+
+
+def outlet_frame(col, word):
+    """The bridge's frame for packed wavelet ``word`` leaving outlet ``col``."""
+    return _frame(Op.WAVELET | _index("col", col, MAX_PORTS), _word(word))
+
+
+def credit_frame(row, count):
+    """The bridge's frame returning ``count`` wavelets of credit for ``row``."""
+    return _frame(Op.CREDIT | _index("row", row, MAX_PORTS),
+                  bytes([_index("count", count, 256)]) + bytes(PAYLOAD_BYTES - 1))
+
+
+def status_frame(cycles, flags, bad_frames):
+    """The bridge's status reply."""
+    return _frame(Op.STATUS, _index("cycles", cycles, 1 << 32).to_bytes(4, "little")
+                  + bytes([_index("flags", int(flags), 256)])
+                  + _index("bad_frames", bad_frames, 1 << 16).to_bytes(2, "little"))
+
+
+def reply_length(command):
+    """Bytes of a bridge frame with ``command``; :class:`FrameError` for an unknown one."""
+    if command & 0xC0 in (Op.WAVELET, Op.CREDIT):
+        return 2 + PAYLOAD_BYTES + 1
+    if command == Op.STATUS:
+        return 2 + STATUS_PAYLOAD_BYTES + 1
+    raise FrameError(f"unknown reply command {command:#04x}")
+
+
+class ReplyDecoder:
+    """Turns the bridge's byte stream into ``("outlet", col, word)``, ``("credit", row, count)``
+    and ``("status", Status)`` tuples. :meth:`feed` returns the complete frames so far; a byte
+    where a sync byte must be, an unknown command or a failed checksum raises
+    :class:`FrameError` (the stream is then out of step: the caller gives up)."""
+
+    def __init__(self):
+        self._buffer = bytearray()
+
+    @property
+    def pending(self):
+        """Bytes of an incomplete frame held."""
+        return len(self._buffer)
+
+    def feed(self, data):
+        self._buffer += data
+        frames = []
+        while self._buffer:
+            if self._buffer[0] != SYNC:
+                raise FrameError(f"expected the sync byte {SYNC:#04x}, got "
+                                 f"{self._buffer[0]:#04x}")
+            if len(self._buffer) < 2:
+                break
+            length = reply_length(self._buffer[1])
+            if len(self._buffer) < length:
+                break
+            frame, self._buffer = bytes(self._buffer[:length]), self._buffer[length:]
+            frames.append(self._decode(frame))
+        return frames
+
+    @staticmethod
+    def _decode(frame):
+        if crc8(frame[1:]) != 0:
+            raise FrameError(f"reply {frame.hex(' ')} fails its checksum")
+        command, payload = frame[1], frame[2:-1]
+        if command == Op.STATUS:
+            return ("status", Status(cycles=int.from_bytes(payload[0:4], "little"),
+                                     flags=Flag(payload[4] & 0x0F),
+                                     bad_frames=int.from_bytes(payload[5:7], "little")))
+        value = int.from_bytes(payload, "little")
+        if command & 0xC0 == Op.CREDIT:
+            return ("credit", command & 0x3F, value)
+        if value >> _WAVELET_BITS:
+            raise FrameError(f"reply {frame.hex(' ')} sets reserved bits 39:38")
+        return ("outlet", command & 0x3F, value)

@@ -1,0 +1,265 @@
+"""The serial bridge: a mesh behind a UART, driven by checksummed frames (``docs/bridge.md``).
+
+The host sends 8-byte frames (:mod:`fabric.serial_frames`), each a wavelet for one row's intake
+or a status request; the bridge sends back a frame for every wavelet that leaves an outlet,
+credit frames that pace the host, and a status frame once an exchange is over.
+"""
+
+import operator
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from fabric.config import MeshConfig
+from fabric.mesh import AxiStreamMesh
+from fabric.serial_frames import CRC_POLY, DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op
+from rtl.wavelet import WAVELET_BITS
+
+from .uart import UARTRx, UARTTx, divisor_for
+
+__all__ = ["MeshBridge", "crc8_step"]
+
+#: Cycles the mesh must stay idle, with every FIFO empty, before a status reply goes out.
+SETTLE_CYCLES = 2
+
+
+def crc8_step(crc, byte):
+    """The CRC-8 of :func:`fabric.serial_frames.crc8`: ``crc`` continued by ``byte``, as logic."""
+    value = crc ^ byte
+    for _ in range(8):
+        shifted = (value << 1)[:8]
+        value = Mux(value[7], shifted ^ CRC_POLY, shifted)
+    return value
+
+
+class MeshBridge(wiring.Component):
+    """An :class:`~fabric.mesh.AxiStreamMesh` of ``config`` behind a UART.
+
+    Host frames are checked (sync, CRC-8, command, row, reserved bits, no framing error in any
+    byte); a good wavelet frame goes into its row's FIFO (``fifo_depth`` wavelets), which feeds
+    the row's intake. A bad frame is counted (16 bits, saturating), sets ``error``, and never
+    reaches the mesh. Every outlet wavelet is sent back in a frame with its column (round-robin
+    over the columns); every ``fifo_depth // 2`` wavelets a row's intake takes are returned to
+    the host as a credit frame. A status request is answered once every FIFO is empty, the mesh
+    has been idle for :data:`SETTLE_CYCLES` cycles and every outlet frame has gone, with the
+    cycles of the exchange, the flags and the bad-frame count (:class:`fabric.serial_frames.Status`).
+
+    Throughput is the UART's: a host frame every ``80 * divisor`` cycles at best.
+
+    Parameters
+    ----------
+    config : MeshConfig
+        The mesh (at most 64 rows and 64 columns).
+    clk_hz, baud : int
+        Clock and baud rates; one bit is ``clk_hz // baud`` cycles (at least 4, within 2 %).
+    fifo_depth : int
+        Wavelets each row's intake FIFO holds, 2..256 (the host's credit per row).
+    shared_tile : bool
+        As :class:`~fabric.mesh.Mesh`'s (``False`` for Amaranth's simulator).
+
+    Members
+    -------
+    rx : In(1)
+        Serial line from the host.
+    tx : Out(1)
+        Serial line to the host.
+    error : Out(1)
+        Sticky: the mesh's ``error`` or ``overflow``, or a bad frame.
+    busy : Out(1)
+        A frame is being received or sent, a FIFO holds a wavelet or the mesh is not idle.
+    """
+
+    rx: In(1, init=1)
+    tx: Out(1, init=1)
+    error: Out(1)
+    busy: Out(1)
+
+    def __init__(self, config, *, clk_hz, baud, fifo_depth=DEFAULT_FIFO_DEPTH, shared_tile=True):
+        if not isinstance(config, MeshConfig):
+            raise TypeError(f"config must be a MeshConfig, not {config!r}")
+        if config.rows > MAX_PORTS or config.cols > MAX_PORTS:
+            raise ValueError(f"the bridge addresses at most {MAX_PORTS} rows and columns, "
+                             f"not a {config.rows}x{config.cols} mesh")
+        self.divisor = divisor_for(clk_hz, baud)
+        try:
+            depth = operator.index(fifo_depth)
+        except TypeError:
+            raise TypeError(f"fifo_depth must be an integer, not {fifo_depth!r}") from None
+        if not 2 <= depth <= 256:
+            raise ValueError(f"fifo_depth must be in 2..256, not {fifo_depth!r}")
+        self.config, self.clk_hz, self.baud, self.fifo_depth = config, clk_hz, baud, depth
+        self.credit = depth // 2
+        self.mesh = AxiStreamMesh(config, shared_tile=shared_tile)
+        super().__init__()
+
+    def verilog_dependencies(self):
+        """The shared tile module's Verilog, which must be compiled with this design's."""
+        return self.mesh.verilog_dependencies()
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.mesh = mesh = self.mesh
+        m.submodules.uart_rx = urx = UARTRx(self.divisor)
+        m.submodules.uart_tx = utx = UARTTx(self.divisor)
+        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
+
+        fifos = []
+        for r in range(cfg.rows):
+            fifo = SyncFIFOBuffered(width=WAVELET_BITS, depth=self.fifo_depth)
+            m.submodules[f"fifo_{r}"] = fifo
+            fifos.append(fifo)
+
+        # Receive: frames -> row FIFOs ---------------------------------------------------------
+        body = Signal(8 * 7)        # command, 5 payload bytes, checksum (first byte lowest)
+        got = Signal(range(7))
+        rx_crc = Signal(8)
+        rx_ferr = Signal()
+        bad_frames = Signal(16)
+        bad_seen = Signal()
+        dropped = Signal()
+        flush = Signal()
+        bad = Signal()              # comb: count one bad frame this cycle
+        byte = urx.o.payload
+        command, payload, row = body[0:8], body[8:48], body[0:6]
+        room = Signal()
+        for r, fifo in enumerate(fifos):
+            m.d.comb += fifo.w_data.eq(payload[:WAVELET_BITS])
+            with m.If(row == r):
+                m.d.comb += room.eq(fifo.w_rdy)
+        with m.FSM(name="rx_frame") as rx_fsm:
+            with m.State("HUNT"):
+                with m.If(urx.o.valid):
+                    with m.If(byte.error | (byte.data != SYNC)):
+                        m.d.comb += bad.eq(1)
+                    with m.Else():
+                        m.d.sync += [got.eq(0), rx_crc.eq(0), rx_ferr.eq(0)]
+                        m.next = "BODY"
+            with m.State("BODY"):
+                with m.If(urx.o.valid):
+                    m.d.sync += [body.eq(Cat(body[8:], byte.data)),
+                                 rx_crc.eq(crc8_step(rx_crc, byte.data)),
+                                 rx_ferr.eq(rx_ferr | byte.error), got.eq(got + 1)]
+                    with m.If(got == 6):
+                        m.next = "CHECK"
+            with m.State("CHECK"):
+                intact = (rx_crc == 0) & ~rx_ferr
+                wavelet = (command[6:8] == Op.WAVELET >> 6) & (row < cfg.rows) \
+                    & (payload[WAVELET_BITS:] == 0)
+                status = (command == Op.STATUS) & (payload == 0)
+                with m.If(intact & wavelet):
+                    with m.If(room):
+                        for r, fifo in enumerate(fifos):
+                            m.d.comb += fifo.w_en.eq(row == r)
+                    with m.Else():
+                        m.d.comb += bad.eq(1)
+                        m.d.sync += dropped.eq(1)
+                with m.Elif(intact & status):
+                    m.d.sync += flush.eq(1)
+                with m.Else():
+                    m.d.comb += bad.eq(1)
+                m.next = "HUNT"
+        with m.If(bad):
+            m.d.sync += [bad_seen.eq(1), bad_frames.eq(bad_frames + (bad_frames != 0xFFFF))]
+
+        # Row FIFOs -> intakes, credits, the exchange's cycles ---------------------------------
+        taken = [Signal(range(self.fifo_depth + 1), name=f"taken_{r}") for r in range(cfg.rows)]
+        took = []
+        for r, fifo in enumerate(fifos):
+            port = f"s_axis_w{r}"
+            word = fifo.r_data
+            m.d.comb += [getattr(mesh, f"{port}_tdata").eq(word[0:32]),
+                         getattr(mesh, f"{port}_tdest").eq(word[32:37]),
+                         getattr(mesh, f"{port}_tuser").eq(word[37]),
+                         getattr(mesh, f"{port}_tvalid").eq(fifo.r_rdy),
+                         fifo.r_en.eq(getattr(mesh, f"{port}_tready"))]
+            took.append(fifo.r_rdy & getattr(mesh, f"{port}_tready"))
+        outlets = [(getattr(mesh, f"m_axis_s{c}_tvalid"), getattr(mesh, f"m_axis_s{c}_tready"),
+                    Cat(getattr(mesh, f"m_axis_s{c}_tdata"), getattr(mesh, f"m_axis_s{c}_tdest"),
+                        getattr(mesh, f"m_axis_s{c}_tuser")))
+                   for c in range(cfg.cols)]
+        quiet = mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any() \
+            & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any()
+        settled = Signal(range(SETTLE_CYCLES + 1))
+        m.d.sync += settled.eq(Mux(quiet, settled + (settled != SETTLE_CYCLES), 0))
+
+        started, elapsed, span = Signal(), Signal(32), Signal(32)
+        with m.If(~started):
+            with m.If(Cat(*took).any()):
+                m.d.sync += [started.eq(1), elapsed.eq(1), span.eq(1)]
+        with m.Else():
+            m.d.sync += elapsed.eq(elapsed + (elapsed != 0xFFFF_FFFF))
+            with m.If(~quiet):
+                m.d.sync += span.eq(elapsed + (elapsed != 0xFFFF_FFFF))
+
+        # Transmit: status, credits, outlets -> frames ------------------------------------------
+        tx_body = Signal(8 * 8)     # command and payload, sent lowest byte first
+        tx_left = Signal(range(9))
+        tx_crc = Signal(8)
+        credit_due = [t >= self.credit for t in taken]
+        give = Signal(6)
+        giving = Signal()
+        for r in reversed(range(cfg.rows)):
+            with m.If(credit_due[r]):
+                m.d.comb += [give.eq(r), giving.eq(1)]
+        last_col = Signal(6)
+        pick = Signal(6)
+        picking = Signal()
+        for first_pass in (True, False):
+            for c in reversed(range(cfg.cols)):
+                valid = outlets[c][0] if first_pass else outlets[c][0] & (c > last_col)
+                with m.If(valid):
+                    m.d.comb += [pick.eq(c), picking.eq(1)]
+        credit_taken = Signal()     # comb: the credit of row ``give`` goes out this cycle
+        status_out = Signal()       # comb: the status reply goes out this cycle
+        flags = Cat(mesh.error, mesh.overflow, bad_seen, dropped, Const(0, 4))
+        with m.FSM(name="tx_frame") as tx_fsm:
+            with m.State("IDLE"):
+                with m.If(flush & (settled == SETTLE_CYCLES)):
+                    m.d.comb += status_out.eq(1)
+                    m.d.sync += [tx_body.eq(Cat(Const(Op.STATUS, 8), span, flags, bad_frames)),
+                                 tx_left.eq(8), flush.eq(0), started.eq(0), elapsed.eq(0),
+                                 span.eq(0)]
+                    m.next = "SYNC"
+                with m.Elif(giving):
+                    m.d.comb += credit_taken.eq(1)
+                    m.d.sync += [tx_body.eq(Cat(give, Const(Op.CREDIT >> 6, 2),
+                                                Const(self.credit & 0xFF, 8))),
+                                 tx_left.eq(6)]
+                    m.next = "SYNC"
+                with m.Elif(picking):
+                    for c, (valid, ready, word) in enumerate(outlets):
+                        with m.If(pick == c):
+                            m.d.comb += ready.eq(1)
+                            m.d.sync += tx_body.eq(Cat(Const(c, 6), Const(0, 2), word))
+                    m.d.sync += [tx_left.eq(6), last_col.eq(pick)]
+                    m.next = "SYNC"
+            with m.State("SYNC"):
+                m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(SYNC)]
+                with m.If(utx.i.ready):
+                    m.d.sync += tx_crc.eq(0)
+                    m.next = "BODY"
+            with m.State("BODY"):
+                m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(tx_body[0:8])]
+                with m.If(utx.i.ready):
+                    m.d.sync += [tx_body.eq(tx_body >> 8), tx_left.eq(tx_left - 1),
+                                 tx_crc.eq(crc8_step(tx_crc, tx_body[0:8]))]
+                    with m.If(tx_left == 1):
+                        m.next = "CRC"
+            with m.State("CRC"):
+                m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(tx_crc)]
+                with m.If(utx.i.ready):
+                    m.next = "IDLE"
+
+        for r in range(cfg.rows):
+            less = Mux(credit_taken & (give == r), self.credit, 0)
+            m.d.sync += taken[r].eq(Mux(status_out, 0, taken[r] + took[r] - less))
+
+        m.d.comb += [
+            self.error.eq(mesh.error | mesh.overflow | bad_seen),
+            self.busy.eq(~quiet | flush | ~rx_fsm.ongoing("HUNT") | ~tx_fsm.ongoing("IDLE")),
+        ]
+        return m
+

@@ -1,0 +1,141 @@
+"""The serial bridge (``fpga/bridge.py``) and the board backend (``sim/board.py``).
+
+- the frame codec (``fabric/serial_frames.py``) against a plain CRC-8 and its own decoder;
+- the bridge in Amaranth's simulator on a 1x1 mesh: good and bad frames through a UART line
+  model; exactly the good wavelets reach the mesh's intake, the replies equal the golden
+  model's outlets, every bad frame is counted in the status reply;
+- the real :class:`sim.board.BoardSystem` over pyserial (``socket://``) talking to the bridge
+  simulated under cocotb (``tb/bridge_tb.py``): GEMMs bit-exact against :class:`GoldenSystem`,
+  and a corrupted byte on the line that is counted, reported and never becomes a wavelet.
+"""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from fabric import pe_model
+from fabric import serial_frames as sf
+from fabric.config import MeshConfig
+from fabric.mesh_model import MeshModel
+from fpga.bridge import MeshBridge
+from tb.uart_sim import receive_bytes, send_bytes
+
+# --- the frame codec ---------------------------------------------------------------------------
+
+
+def test_crc8_is_crc8_smbus():
+    assert sf.crc8(b"123456789") == 0xF4          # the catalogue's check value
+    frame = sf.wavelet_frame(3, 0x3F_1234_5678)
+    assert frame == bytes([0xA5, 0x03, 0x78, 0x56, 0x34, 0x12, 0x3F, sf.crc8(frame[1:7])])
+    assert sf.crc8(frame[1:]) == 0
+
+
+def test_host_frames_decode_and_every_fault_is_named():
+    word = (1 << 38) - 1
+    assert sf.decode_host_frame(sf.wavelet_frame(1, word), rows=2) == ("wavelet", 1, word)
+    assert sf.decode_host_frame(sf.status_request(), rows=2) == ("status",)
+    good = sf.wavelet_frame(0, 5)
+    flipped = good[:3] + bytes([good[3] ^ 0x10]) + good[4:]
+    cases = {
+        flipped: "checksum",
+        sf.wavelet_frame(2, 5): "row 2 is outside the 2-row mesh",
+        b"\x5a" + good[1:]: "sync byte",
+        good[:7]: "has 8 bytes, not 7",
+        sf._frame(0x41, bytes(5)): "unknown command 0x41",
+        sf._frame(0x00, bytes([0, 0, 0, 0, 0x40])): "reserved payload bits",
+        sf._frame(0x80, bytes([1, 0, 0, 0, 0])): "payload must be zero",
+    }
+    for frame, message in cases.items():
+        with pytest.raises(sf.FrameError, match=message):
+            sf.decode_host_frame(frame, rows=2)
+    with pytest.raises(ValueError, match=r"^row must be an integer in 0..63, not 64$"):
+        sf.wavelet_frame(64, 0)
+    with pytest.raises(ValueError, match=r"^wavelet must be a 38-bit packed word"):
+        sf.wavelet_frame(0, 1 << 38)
+
+
+def test_replies_decode_across_chunk_boundaries_and_a_bad_checksum_is_caught():
+    stream = (sf.outlet_frame(2, 0x25_0000_0007) + sf.credit_frame(1, 8)
+              + sf.status_frame(1234, sf.Flag.BAD_FRAME | sf.Flag.ERROR, 3))
+    decoder, frames = sf.ReplyDecoder(), []
+    for i in range(0, len(stream), 3):
+        frames += decoder.feed(stream[i:i + 3])
+    assert frames == [("outlet", 2, 0x25_0000_0007), ("credit", 1, 8),
+                      ("status", sf.Status(1234, sf.Flag.BAD_FRAME | sf.Flag.ERROR, 3))]
+    assert decoder.pending == 0
+    broken = bytearray(sf.outlet_frame(0, 1))
+    broken[4] ^= 1
+    with pytest.raises(sf.FrameError, match="fails its checksum"):
+        sf.ReplyDecoder().feed(bytes(broken))
+    with pytest.raises(sf.FrameError, match="expected the sync byte"):
+        sf.ReplyDecoder().feed(b"\x00")
+
+
+# --- the bridge in Amaranth's simulator --------------------------------------------------------
+
+ONE = MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4)
+DIVISOR = 4
+
+
+def run_bridge(config, stream, *, fifo_depth=4, bad_stop=(), settle=400):
+    """Send ``stream`` (bytes) to a bridge of ``config``; return (the words its intakes took,
+    the decoded replies). ``bad_stop``: indices of bytes sent with a framing error."""
+    dut = MeshBridge(config, clk_hz=DIVISOR * 1_000_000, baud=1_000_000,
+                     fifo_depth=fifo_depth, shared_tile=False)
+    taken, line = [], []
+    mesh = dut.mesh
+    ports = [(r, getattr(mesh, f"s_axis_w{r}_tvalid"), getattr(mesh, f"s_axis_w{r}_tready"),
+              getattr(mesh, f"s_axis_w{r}_tdata"), getattr(mesh, f"s_axis_w{r}_tdest"),
+              getattr(mesh, f"s_axis_w{r}_tuser")) for r in range(config.rows)]
+
+    async def intake(ctx):
+        async for _, _, *values in ctx.tick().sample(*(s for p in ports for s in p[1:])):
+            for k, (r, *_) in enumerate(ports):
+                valid, ready, data, dest, user = values[5 * k:5 * k + 5]
+                if valid and ready:
+                    taken.append((r, data | dest << 32 | user << 37))
+
+    async def replies(ctx):
+        await receive_bytes(ctx, dut.tx, DIVISOR, line)
+
+    async def host(ctx):
+        await ctx.tick().repeat(3)
+        await send_bytes(ctx, dut.rx, stream, DIVISOR, bad_stop=bad_stop)
+        await ctx.tick().until(~dut.busy)
+        await ctx.tick().repeat(settle)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(intake, background=True)
+    sim.add_testbench(replies, background=True)
+    sim.add_testbench(host)
+    sim.run()
+    assert all(ok for _, ok, _ in line), "a reply byte broke 8N1"
+    return taken, sf.ReplyDecoder().feed(bytes(b for b, _, _ in line)), dut
+
+
+def test_bridge_turns_good_frames_into_wavelets_and_counts_every_bad_one():
+    core = ONE.core(0, 0)
+    good = [pe_model.addr(core, 0), *pe_model.load(core, [-7, 300]), pe_model.read(core, 0, 2)]
+    frames = [sf.wavelet_frame(0, good[0]), sf.wavelet_frame(0, good[1])]
+    corrupt = bytearray(sf.wavelet_frame(0, pe_model.load(core, [999])[0]))
+    corrupt[3] ^= 0x04                                   # a bit flipped on the line
+    frames += [bytes(corrupt),
+               sf.wavelet_frame(0, good[2]),
+               sf._frame(0x01, bytes(5)),                # row 1 of a 1-row mesh
+               sf.wavelet_frame(0, pe_model.load(core, [5])[0]),    # sent with a framing error
+               b"\x33",                                  # a stray byte between frames
+               sf._frame(0x41, bytes(5)),                # a command the host never sends
+               sf.wavelet_frame(0, good[3]), sf.status_request()]
+    stream = b"".join(frames)
+    framing = stream.index(frames[5]) + 4
+    taken, replies, dut = run_bridge(ONE, stream, bad_stop={framing})
+    assert taken == [(0, w) for w in good]               # nothing else entered the mesh
+    want = MeshModel(ONE).exchange({0: good})
+    outlets = [(c, w) for kind, c, w in replies[:-1] if kind == "outlet"]
+    assert outlets == [(c, w) for c, words in want.items() for w in words]
+    kind, status = replies[-1]
+    assert kind == "status" and status.bad_frames == 5
+    assert status.flags == sf.Flag.BAD_FRAME and status.cycles > 0
+    # fifo_depth 4: a credit of 2 for every 2 wavelets taken, none left over after the status
+    assert [r for r in replies if r[0] == "credit"] == [("credit", 0, 2)] * 2
