@@ -74,6 +74,15 @@ class MeshConfig:
                           lanes=self.lanes, fmt=self.fmt, row=r, rows=self.rows,
                           colors=self.plan.core_colors(r, c))
 
+    @property
+    def sram_bytes(self):
+        """Bytes of memory in the whole mesh's cores: ``X`` and its zero mask, the accumulator
+        buffers, ``Y`` (``docs/pe.md``)."""
+        fmt, t = self.fmt, self.n_tok
+        per_core = (self.n_feat * t * fmt.width + self.n_feat * t
+                    + self.acc_buffers * t * fmt.acc_width + self.n_out * t * fmt.width) // 8
+        return self.rows * self.cols * per_core
+
     def to_dict(self):
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "fmt"}
         d["fmt"] = vars(self.fmt)

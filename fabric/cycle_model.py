@@ -64,16 +64,19 @@ class CycleModel:
                 mask = (block != 0).reshape(len(block), cfg.n_tok // cfg.lanes, cfg.lanes)
                 per_col.append(np.maximum(1, mask.sum(axis=1).max(axis=1)))
             rows[r] = per_col
-        W = program.W
-        order = program.output_order
+        W = program.W[program.output_order]
         slot_of, row_of = program.in_placement.slot_of, program.in_placement.row_of
+        live = W != 0
+        idle = np.zeros_like(live) if not program.zeros else ~live    # zero weights: 1 cycle
         costs = np.zeros((cfg.rows, program.n_out, cfg.cols), dtype=np.int64)
-        for k, o in enumerate(order):
-            streamed = np.arange(program.n_in) if program.zeros else np.flatnonzero(W[o])
-            for i in streamed:
-                r, s = row_of[i], slot_of[i]
-                for c in range(cfg.cols):
-                    costs[r, k, c] += rows[r][c][s] if W[o, i] else 1
+        for r in range(cfg.rows):
+            feats = np.flatnonzero(row_of == r)
+            if not feats.size:
+                continue
+            # per_feature[j, c]: the AXPY cycles of feature feats[j] in column c
+            per_feature = np.stack([rows[r][c][slot_of[feats]] for c in range(cfg.cols)], axis=1)
+            costs[r] = live[:, feats].astype(np.int64) @ per_feature
+            costs[r] += idle[:, feats].sum(axis=1, dtype=np.int64)[:, None]
         return costs.max(axis=2)
 
     def _run(self, program, costs):

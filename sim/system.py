@@ -34,7 +34,7 @@ from rtl.wavelet import unpack
 __all__ = ["BACKENDS", "System", "GoldenSystem", "CocotbSystem", "SimulationError",
            "Exchange", "GemmResult", "open_system"]
 
-BACKENDS = ("golden", "verilator", "icarus")
+BACKENDS = ("golden", "verilator", "icarus", "board")
 _SYMBOLS = {"X": 0, "Y": Y_BASE, "counters": COUNTER_BASE}
 _MAX_READ = 0xFFF
 
@@ -236,14 +236,39 @@ class System(ABC):
 
 
 class GoldenSystem(System):
-    """The numpy golden model of the mesh (:class:`fabric.mesh_model.MeshModel`)."""
+    """The numpy golden model of the mesh (:class:`fabric.mesh_model.MeshModel`).
+
+    With ``fast``, :meth:`gemm` skips the wavelets and computes the result with
+    :func:`fabric.mesh_model.gemm_reference` (bit-identical, thousands of times faster; what
+    training uses). It then keeps no memory state and gives no counters; ``overflow`` flags a
+    requantisation that saturated or a total at the accumulator's limits.
+    """
 
     backend = "golden"
 
-    def __init__(self, config=None):
+    def __init__(self, config=None, *, fast=False):
         super().__init__(config)
         from fabric.mesh_model import MeshModel
         self.model = MeshModel(self.config)
+        self.fast = bool(fast)
+
+    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False):
+        if not self.fast:
+            return super().gemm(W, X, raw=raw, balance=balance, out_placement=out_placement,
+                                zeros=zeros)
+        from fabric import numerics
+        from fabric.mesh_model import gemm_reference
+        from fabric.program import compile_gemm
+
+        fmt = self.config.fmt
+        program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
+                               raw=raw, zeros=zeros)
+        Y, totals = gemm_reference(self.config, program, program.X)
+        _, saturated = numerics.requantise(fmt, totals)
+        overflow = bool(saturated.any() or (totals <= fmt.acc_min).any()
+                        or (totals >= fmt.acc_max).any())
+        return GemmResult(y=totals if raw else Y, cycles=None, load_cycles=None,
+                          read_cycles=None, overflow=overflow, program=program)
 
     def _exchange(self, streams):
         outlets = self.model.exchange(streams)
@@ -352,4 +377,7 @@ def open_system(backend="golden", config=None, **kwargs):
         return GoldenSystem(config, **kwargs)
     if backend in ("verilator", "icarus"):
         return CocotbSystem(config, sim=backend, **kwargs)
+    if backend == "board":      # sim/board.py: a bridge on a serial port (``port=`` required)
+        from .board import BoardSystem
+        return BoardSystem(config, **kwargs)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")

@@ -1,0 +1,105 @@
+"""Checkpoint files: named numeric arrays plus a JSON header, written atomically, read without
+pickle.
+
+A checkpoint is one ``.npz`` archive (``numpy.savez``, uncompressed) holding the arrays and a
+``__meta__`` member: the JSON header as bytes, with a format tag, a version and the SHA-256 of
+every array (name, dtype, shape and bytes). :func:`save` writes a temporary file in the target's
+directory, fsyncs it, renames it over the target and fsyncs the directory, so a crash leaves
+either the old checkpoint or the new one, never half of one. :func:`load` reads with
+``allow_pickle=False`` and refuses anything that is not exactly what was written
+(:class:`CheckpointError`, naming the problem).
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["save", "load", "digest", "CheckpointError", "FORMAT", "VERSION"]
+
+FORMAT = "wse-mini-checkpoint"
+VERSION = 1
+_META = "__meta__"
+_DTYPES = set("biuf")       # bool, signed, unsigned, float: no objects, no strings
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: missing, corrupt, or for another model."""
+
+
+def digest(arrays):
+    """SHA-256 (hex) over ``arrays`` in name order: names, dtypes, shapes and bytes."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save(path, meta, arrays):
+    """Write ``arrays`` (``{name: numeric array}``) and ``meta`` (JSON-able) to ``path``
+    atomically; returns the arrays' digest."""
+    path = Path(path)
+    for name, a in arrays.items():
+        if name == _META or not isinstance(name, str):
+            raise ValueError(f"array name {name!r} is reserved or not a string")
+        if np.asarray(a).dtype.kind not in _DTYPES:
+            raise ValueError(f"array {name!r} has dtype {np.asarray(a).dtype}: only numbers "
+                             f"go in a checkpoint")
+    arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    sha = digest(arrays)
+    header = {"format": FORMAT, "version": VERSION, "sha256": sha, "meta": meta}
+    blob = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **{_META: blob}, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return sha
+
+
+def load(path):
+    """``(meta, arrays)`` from a checkpoint written by :func:`save`; :class:`CheckpointError`
+    if it is missing, truncated, corrupt, or not a checkpoint of this format and version."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if _META not in archive.files:
+                raise CheckpointError(f"{path} is not a wse-mini checkpoint (no {_META})")
+            arrays = {name: archive[name] for name in archive.files}
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated: {error}") from None
+    try:
+        header = json.loads(arrays.pop(_META).tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"checkpoint {path} has a corrupt header: {error}") from None
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a wse-mini checkpoint (format "
+                              f"{header.get('format')!r})")
+    if header.get("version") != VERSION:
+        raise CheckpointError(f"checkpoint {path} is version {header.get('version')!r}; this "
+                              f"wse-mini reads version {VERSION}")
+    if digest(arrays) != header.get("sha256"):
+        raise CheckpointError(f"checkpoint {path} is corrupt: its arrays do not match the "
+                              f"SHA-256 in its header")
+    return header["meta"], arrays

@@ -1,0 +1,88 @@
+"""A layer as MemoryX streams it: the weights inside the mask, quantised to the datapath format,
+grouped by output feature (compressed sparse rows), and the quantised bias.
+
+This is what crosses SwarmX's links, so its size is the bytes per link. Each system turns it
+into the mesh's programs (:mod:`fabric.program`): the forward GEMM streams the nonzero values
+of each output's group (a weight inside the mask that quantises to zero is skipped, the
+zero-skip); the delta pass streams the transpose; the gradient pass uses the mask's indices.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .messages import decode, encode
+
+__all__ = ["LayerStream", "quantise"]
+
+
+def quantise(fmt, values):
+    """Float values to ``fmt``'s operands: scale by ``2**frac_bits``, round half to even,
+    saturate. Returns ``(int64 array, saturated count)``."""
+    scaled = np.rint(np.asarray(values, dtype=np.float64) * (1 << fmt.frac_bits))
+    clipped = np.clip(scaled, fmt.operand_min, fmt.operand_max)
+    return clipped.astype(np.int64), int(np.count_nonzero(clipped != scaled))
+
+
+@dataclass
+class LayerStream:
+    """One layer's stream.
+
+    Members
+    -------
+    name : str
+    shape : (n_out, n_in)
+    indptr : (n_out + 1,) int32, output ``o``'s weights are ``indices/values[indptr[o]:indptr[o+1]]``
+    indices : (nnz_mask,) int32, input features, ascending within an output
+    values : (nnz_mask,) int16, quantised weights (zero where a masked weight rounds to zero)
+    bias : (n_out,) int16, quantised bias
+    """
+    name: str
+    shape: tuple
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    bias: np.ndarray
+
+    @classmethod
+    def from_dense(cls, name, fmt, W, mask, b):
+        """Quantise float ``W`` inside ``mask`` and ``b``."""
+        mask = np.asarray(mask, dtype=bool)
+        rows, cols = np.nonzero(mask)
+        q, _ = quantise(fmt, np.asarray(W)[rows, cols])
+        bq, _ = quantise(fmt, b)
+        indptr = np.zeros(mask.shape[0] + 1, dtype=np.int32)
+        np.cumsum(np.bincount(rows, minlength=mask.shape[0]), out=indptr[1:])
+        return cls(name, tuple(mask.shape), indptr, cols.astype(np.int32), q.astype(np.int16),
+                   bq.astype(np.int16))
+
+    @property
+    def rows(self):
+        """The output feature of every stored weight."""
+        return np.repeat(np.arange(self.shape[0]), np.diff(self.indptr))
+
+    @property
+    def nnz(self):
+        """Nonzero quantised weights (what the forward pass streams)."""
+        return int(np.count_nonzero(self.values))
+
+    def dense(self):
+        """The quantised weights as an ``int64`` ``(n_out, n_in)`` matrix."""
+        W = np.zeros(self.shape, dtype=np.int64)
+        W[self.rows, self.indices] = self.values
+        return W
+
+    def mask(self):
+        m = np.zeros(self.shape, dtype=bool)
+        m[self.rows, self.indices] = True
+        return m
+
+    def to_bytes(self):
+        return encode({"name": self.name, "shape": list(self.shape), "indptr": self.indptr,
+                       "indices": self.indices, "values": self.values, "bias": self.bias})
+
+    @classmethod
+    def from_bytes(cls, data):
+        m = decode(data)
+        return cls(m["name"], tuple(m["shape"]), m["indptr"], m["indices"], m["values"],
+                   m["bias"])

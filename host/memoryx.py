@@ -1,0 +1,258 @@
+"""MemoryX: the weight store that holds the model, streams it layer by layer and trains it.
+
+It keeps every layer's float32 master weights, bias, mask and optimizer state in a
+:class:`~host.tiers.TieredStore` (a byte-bounded in-memory tier over ``numpy.memmap`` files),
+induces sparsity on the schedule of each sparse layer (:mod:`host.sparsity`), streams a layer
+quantised to the datapath format (:class:`~host.layer_stream.LayerStream`), applies reduced
+gradients with its optimizer (:mod:`host.optim`) only inside the mask, and checkpoints to one
+file atomically (:mod:`host.checkpoint`).
+
+Weights start as ``torch.nn.Linear`` does: ``W`` and ``b`` uniform in
+``±1/sqrt(n_in)``, from a seeded generator.
+"""
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from rtl.numfmt import FixedPoint
+
+from . import checkpoint
+from .layer_stream import LayerStream
+from .optim import Adam, Optimizer, make_optimizer
+from .sparsity import SparsitySchedule, magnitude_mask, random_mask, reselect
+from .tiers import TieredStore
+
+__all__ = ["LayerSpec", "MemoryX", "CheckpointError"]
+
+CheckpointError = checkpoint.CheckpointError
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """A fully connected layer ``n_in -> n_out``; ``sparse`` layers follow the schedule."""
+    name: str
+    n_in: int
+    n_out: int
+    sparse: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"layer name must be an identifier, not {self.name!r}")
+        for field in ("n_in", "n_out"):
+            value = getattr(self, field)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{field} must be a positive integer, not {value!r}")
+
+
+class MemoryX:
+    """The model's store (``docs/host.md``).
+
+    Parameters
+    ----------
+    layers : sequence of LayerSpec
+    fmt : FixedPoint, the datapath format layers are streamed in.
+    optimizer : Optimizer (Adam with lr 1e-3 by default).
+    schedule : SparsitySchedule for the sparse layers, or None (every layer dense).
+    memory_bytes, directory : the tiers (:class:`~host.tiers.TieredStore`).
+    seed : int, for the initial weights and the random masks.
+    """
+
+    def __init__(self, layers, *, fmt=None, optimizer=None, schedule=None, memory_bytes=None,
+                 directory=None, seed=0):
+        self.layers = list(layers)
+        names = [spec.name for spec in self.layers]
+        if not self.layers or len(set(names)) != len(names):
+            raise ValueError(f"layers must be a non-empty list with unique names, not {names}")
+        for a, b in zip(self.layers, self.layers[1:]):
+            if a.n_out != b.n_in:
+                raise ValueError(f"layer {b.name} takes {b.n_in} inputs but {a.name} gives "
+                                 f"{a.n_out}")
+        self.fmt = FixedPoint() if fmt is None else fmt
+        self.optimizer = Adam() if optimizer is None else optimizer
+        if not isinstance(self.optimizer, Optimizer):
+            raise ValueError(f"optimizer must be an Optimizer, not {self.optimizer!r}")
+        if schedule is not None and not isinstance(schedule, SparsitySchedule):
+            raise ValueError(f"schedule must be a SparsitySchedule or None, not {schedule!r}")
+        self.schedule = schedule
+        self.seed = int(seed)
+        self.store = TieredStore(memory_bytes, directory)
+        self.t = 0                              # optimizer steps taken
+        self.rng = np.random.default_rng([self.seed, 1])
+        init = np.random.default_rng([self.seed, 0])
+        for spec in self.layers:
+            bound = 1 / np.sqrt(spec.n_in)
+            W = init.uniform(-bound, bound, (spec.n_out, spec.n_in)).astype(np.float32)
+            b = init.uniform(-bound, bound, spec.n_out).astype(np.float32)
+            self.store.put(spec.name, self._group(W, b, np.ones(W.shape, dtype=bool)))
+
+    def _group(self, W, b, mask):
+        group = {"W": W, "b": b, "mask": mask}
+        for param, value in (("W", W), ("b", b)):
+            for key, shape in self.optimizer.state_shapes(value.shape).items():
+                group[f"{param}.{key}"] = np.zeros(shape, dtype=np.float32)
+        return group
+
+    def spec(self, name):
+        for spec in self.layers:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no layer {name!r}; the layers are {[s.name for s in self.layers]}")
+
+    # -- sparsity -----------------------------------------------------------------------------
+
+    def induce(self, step):
+        """Apply the schedule at ``step`` to every sparse layer; returns ``{layer: sparsity}``
+        for the layers whose mask changed."""
+        changed = {}
+        if self.schedule is None:
+            return changed
+        s = self.schedule
+        for spec in self.layers:
+            if not spec.sparse:
+                continue
+            g = self.store.get(spec.name)
+            mask, grown = g["mask"], None
+            if s.kind == "random":
+                if mask.all():
+                    new = random_mask(mask.shape, s.final, self.rng)
+                else:
+                    continue
+            elif s.prunes_at(step):
+                new = magnitude_mask(g["W"], s.target(step), within=mask)
+            elif s.reselects_at(step):
+                new, grown = reselect(g["W"], mask, s.reselect_fraction, self.rng)
+            else:
+                continue
+            if np.array_equal(new, mask):
+                continue
+            dead = ~new if grown is None else (~new | grown)
+            for key, a in g.items():
+                if key != "mask" and a.shape == mask.shape:
+                    a[dead] = 0
+            g["mask"][...] = new
+            changed[spec.name] = self.sparsity(spec.name)
+        return changed
+
+    def sparsity(self, name):
+        """The fraction of ``name``'s weights outside its mask."""
+        mask = self.store.get(name)["mask"]
+        return 1.0 - float(np.count_nonzero(mask)) / mask.size
+
+    # -- streaming and updating ---------------------------------------------------------------
+
+    def stream(self, name):
+        """Layer ``name`` quantised to the datapath format, as a :class:`LayerStream`."""
+        g = self.store.get(name)
+        return LayerStream.from_dense(name, self.fmt, g["W"], g["mask"], g["b"])
+
+    def update(self, grads):
+        """One optimizer step: ``grads`` is ``{layer: (dW, db)}``, ``dW`` either the full
+        ``(n_out, n_in)`` gradient or its values at the mask's indices (row-major, the order of
+        :class:`LayerStream`). Only weights inside the mask change."""
+        missing = {s.name for s in self.layers} - set(grads)
+        if missing:
+            raise ValueError(f"no gradients for layers {sorted(missing)}")
+        self.t += 1
+        for spec in self.layers:
+            dW, db = grads[spec.name]
+            g = self.store.get(spec.name)
+            mask = g["mask"]
+            dW = np.asarray(dW, dtype=np.float32)
+            if dW.shape != mask.shape:
+                if dW.shape != (np.count_nonzero(mask),):
+                    raise ValueError(f"{spec.name}: dW must be {mask.shape} or its "
+                                     f"{np.count_nonzero(mask)} masked values, not {dW.shape}")
+                full = np.zeros(mask.shape, dtype=np.float32)
+                full[mask] = dW
+                dW = full
+            for param, grad, where in (("W", dW, mask), ("b", db, None)):
+                state = {k.split(".", 1)[1]: a for k, a in g.items()
+                         if k.startswith(param + ".")}
+                self.optimizer.step(g[param], grad, state, self.t, mask=where)
+
+    # -- identity, size -----------------------------------------------------------------------
+
+    def weights(self, name):
+        """``(W, b)`` of layer ``name`` (float32 copies)."""
+        g = self.store.get(name)
+        return np.array(g["W"]), np.array(g["b"])
+
+    def digest(self):
+        """SHA-256 of every layer's weights, biases and mask: equal digests, equal models."""
+        arrays = {}
+        for spec in self.layers:
+            g = self.store.get(spec.name)
+            for key in ("W", "b", "mask"):
+                arrays[f"{spec.name}/{key}"] = np.asarray(g[key])
+        return checkpoint.digest(arrays)
+
+    def model_bytes(self):
+        """Bytes of the weights and biases as float32 (the model's size)."""
+        return sum(4 * (s.n_out * s.n_in + s.n_out) for s in self.layers)
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def _meta(self):
+        return {"layers": [asdict(s) | {"n_in": int(s.n_in), "n_out": int(s.n_out)}
+                           for s in self.layers],
+                "fmt": {"width": self.fmt.width, "frac_bits": self.fmt.frac_bits,
+                        "acc_width": self.fmt.acc_width},
+                "optimizer": {"name": self.optimizer.name, **self.optimizer.hyper()},
+                "schedule": None if self.schedule is None else self.schedule.to_dict(),
+                "seed": self.seed, "t": self.t, "rng": self.rng.bit_generator.state}
+
+    def save(self, path, extra=None):
+        """Checkpoint everything (and ``extra``, JSON-able) to ``path`` atomically; returns the
+        checkpoint's digest."""
+        arrays = {}
+        for spec in self.layers:
+            for key, a in self.store.get(spec.name).items():
+                arrays[f"{spec.name}/{key}"] = np.asarray(a)
+        return checkpoint.save(path, {"memoryx": self._meta(), "extra": extra}, arrays)
+
+    def load(self, path):
+        """Resume from a checkpoint of this same model; returns its ``extra``. A corrupt or
+        mismatched checkpoint raises :class:`CheckpointError` and changes nothing."""
+        meta, arrays = checkpoint.load(path)
+        mine = self._meta()
+        theirs = meta.get("memoryx") if isinstance(meta, dict) else None
+        if not isinstance(theirs, dict):
+            raise CheckpointError(f"checkpoint {path} holds no MemoryX state")
+        for key in ("layers", "fmt", "optimizer", "schedule"):
+            if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(mine[key],
+                                                                         sort_keys=True):
+                raise CheckpointError(f"checkpoint {path} is for another model: its {key} is "
+                                      f"{theirs.get(key)!r}, this store's is {mine[key]!r}")
+        groups = {}
+        for spec in self.layers:
+            current = self.store.get(spec.name)
+            group = {}
+            for key, a in current.items():
+                name = f"{spec.name}/{key}"
+                if name not in arrays:
+                    raise CheckpointError(f"checkpoint {path} lacks array {name}")
+                if arrays[name].shape != a.shape or arrays[name].dtype != a.dtype:
+                    raise CheckpointError(f"checkpoint {path}: {name} is {arrays[name].dtype} "
+                                          f"{arrays[name].shape}, expected {a.dtype} {a.shape}")
+                group[key] = arrays[name]
+            groups[spec.name] = group
+        extra_arrays = set(arrays) - {f"{n}/{k}" for n, g in groups.items() for k in g}
+        if extra_arrays:
+            raise CheckpointError(f"checkpoint {path} has arrays this model does not: "
+                                  f"{sorted(extra_arrays)[:4]}")
+        for name, group in groups.items():           # nothing changes before this line
+            self.store.put(name, group)
+        self.t = int(theirs["t"])
+        self.rng.bit_generator.state = theirs["rng"]
+        return meta.get("extra")
+
+    def close(self):
+        self.store.close()
+
+
+def optimizer_from_meta(meta):
+    """The optimizer a checkpoint's ``optimizer`` entry describes."""
+    meta = dict(meta)
+    return make_optimizer(meta.pop("name"), **meta)

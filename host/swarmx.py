@@ -1,0 +1,296 @@
+"""SwarmX: a tree of fan-out ``k`` over ``N`` systems that broadcasts weights down and sums
+gradients up (``docs/host.md``).
+
+The tree is built from the leaves up: systems in groups of ``k`` under a SwarmX node, nodes in
+groups of ``k`` under the next, up to one node, whose up-link goes to MemoryX. A broadcast sends
+a layer's stream once over every link; a reduce sends each node's sum once over its up-link,
+summing its children in order (pairwise for ``k = 2``). Gradient totals are ``int64`` fixed
+point, so the sums are exact and do not depend on the tree: 1, 2 or 4 systems train to the
+same bits.
+
+Transports (:data:`TRANSPORTS`) carry the same byte messages (:mod:`host.messages`) to
+:class:`~host.worker.MeshWorker` s:
+
+- ``inproc``: the workers live in this process and run one after another;
+- ``process``: one local process per system (``multiprocessing``, spawned), running at once;
+- ``ray``: one Ray actor per system, on a local Ray started here or the cluster at ``address``
+  (the ``cluster`` extra).
+"""
+
+import multiprocessing
+
+import numpy as np
+
+from .messages import decode, encode
+from .worker import MeshWorker
+
+__all__ = ["SwarmX", "Tree", "SwarmError", "TRANSPORTS"]
+
+TRANSPORTS = ("inproc", "process", "ray")
+
+
+class SwarmError(RuntimeError):
+    """A system failed a request (the message names the system and the error)."""
+
+
+class Tree:
+    """The reduction tree over ``n`` leaves with fan-out ``k``: ``levels[0]`` are the leaves,
+    ``levels[j]`` lists, for each node of level ``j``, its children in level ``j - 1``."""
+
+    def __init__(self, n, k=2):
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"systems must be a positive integer, not {n!r}")
+        if not isinstance(k, (int, np.integer)) or k < 2:
+            raise ValueError(f"fanout must be an integer of at least 2, not {k!r}")
+        self.n, self.k = int(n), int(k)
+        self.levels = [[[i] for i in range(n)]]
+        width = n
+        while width > 1:
+            groups = [list(range(a, min(a + k, width))) for a in range(0, width, k)]
+            self.levels.append(groups)
+            width = len(groups)
+
+    @property
+    def depth(self):
+        """SwarmX levels between MemoryX and the systems (``ceil(log_k N)``)."""
+        return len(self.levels) - 1
+
+    @property
+    def links(self):
+        """Every node's up-link, the systems' included."""
+        return sum(len(level) for level in self.levels)
+
+    def reduce(self, values):
+        """Sum ``values`` (one per leaf: dicts of arrays) up the tree; the root's sum."""
+        if len(values) != self.n:
+            raise ValueError(f"reduce needs {self.n} values, not {len(values)}")
+        level = list(values)
+        for groups in self.levels[1:]:
+            level = [_add([level[c] for c in children]) for children in groups]
+        return level[0]
+
+
+def _add(parts):
+    total = dict(parts[0])
+    for part in parts[1:]:
+        for key, value in part.items():
+            total[key] = total[key] + value
+    return total
+
+
+def _nbytes(message):
+    return sum(v.nbytes for v in message.values() if isinstance(v, np.ndarray))
+
+
+class SwarmX:
+    """``systems`` mesh systems behind a tree of fan-out ``fanout`` over a ``transport``.
+
+    ``worker`` are :class:`~host.worker.MeshWorker`'s keyword arguments (``config`` as a dict,
+    ``backend``, ``check_golden``); ``address`` is Ray's (``None``: start a local Ray).
+    """
+
+    def __init__(self, systems=1, *, fanout=2, transport="inproc", worker=None, address=None):
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not "
+                             f"{transport!r}")
+        self.tree = Tree(systems, fanout)
+        self.transport = transport
+        self.link_bytes = {"broadcast": 0, "reduce": 0}
+        worker = dict(worker or {})
+        self._leaves = {"inproc": _Inproc, "process": _Processes, "ray": _Ray}[transport](
+            self.tree.n, worker, address)
+
+    @property
+    def systems(self):
+        return self.tree.n
+
+    def broadcast(self, stream, requests):
+        """Send ``stream`` (a layer's bytes) to every system with its own ``requests[i]`` (a
+        dict: ``op`` and arguments); returns the replies in system order."""
+        if len(requests) != self.systems:
+            raise ValueError(f"broadcast needs {self.systems} requests, not {len(requests)}")
+        payload = np.frombuffer(stream, dtype=np.uint8)
+        self.link_bytes["broadcast"] += len(stream)
+        replies = self._leaves.call([encode(r | {"stream": payload}) for r in requests])
+        return [self._reply(i, data) for i, data in enumerate(replies)]
+
+    def call(self, requests):
+        """Requests without a stream (one per system); the replies."""
+        replies = self._leaves.call([encode(r) for r in requests])
+        return [self._reply(i, data) for i, data in enumerate(replies)]
+
+    @staticmethod
+    def _reply(i, data):
+        reply = decode(data)
+        if "error" in reply:
+            raise SwarmError(f"system {i}: {reply['error']}")
+        return reply
+
+    def reduce(self, parts):
+        """Sum ``parts`` (one ``{name: int64 array}`` per system) up the tree, exactly."""
+        self.link_bytes["reduce"] += max(_nbytes(p) for p in parts)
+        return self.tree.reduce([{k: np.asarray(v, dtype=np.int64) for k, v in p.items()}
+                                 for p in parts])
+
+    def stats(self):
+        """Tree depth, links and the bytes each link carried (every link carries the same)."""
+        per_link = self.link_bytes["broadcast"] + self.link_bytes["reduce"]
+        return {"systems": self.systems, "fanout": self.tree.k, "tree_depth": self.tree.depth,
+                "links": self.tree.links, "transport": self.transport,
+                "broadcast_bytes_per_link": self.link_bytes["broadcast"],
+                "reduce_bytes_per_link": self.link_bytes["reduce"],
+                "bytes_per_link": per_link, "bytes_total": per_link * self.tree.links}
+
+    def close(self):
+        if self._leaves is not None:
+            self._leaves.close()
+            self._leaves = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# -- transports ---------------------------------------------------------------------------------
+
+class _Inproc:
+    def __init__(self, n, worker, address):
+        self.workers = []
+        try:
+            for i in range(n):
+                self.workers.append(MeshWorker(**worker, index=i))
+        except BaseException:
+            self.close()
+            raise
+
+    def call(self, messages):
+        return [w.handle(m) for w, m in zip(self.workers, messages)]
+
+    def close(self):
+        for w in self.workers:
+            w.close()
+        self.workers = []
+
+
+def _serve(connection, worker, index):
+    """A system's process: build the worker, then answer requests until ``None``."""
+    try:
+        mesh = MeshWorker(**worker, index=index)
+    except Exception as error:
+        connection.send_bytes(encode({"error": f"{type(error).__name__}: {error}"}))
+        return
+    connection.send_bytes(encode({"ready": True}))
+    try:
+        while True:
+            data = connection.recv_bytes()
+            if not data:
+                break
+            connection.send_bytes(mesh.handle(data))
+    except EOFError:
+        pass
+    finally:
+        mesh.close()
+
+
+class _Processes:
+    def __init__(self, n, worker, address):
+        ctx = multiprocessing.get_context("spawn")
+        self.connections, self.processes = [], []
+        for i in range(n):
+            here, there = ctx.Pipe()
+            p = ctx.Process(target=_serve, args=(there, worker, i), daemon=True,
+                            name=f"wse-system-{i}")
+            p.start()
+            there.close()
+            self.connections.append(here)
+            self.processes.append(p)
+        for i, c in enumerate(self.connections):
+            reply = decode(self._receive(i, c))
+            if "error" in reply:
+                self.close()
+                raise SwarmError(f"system {i} did not start: {reply['error']}")
+
+    def _receive(self, i, connection):
+        try:
+            return connection.recv_bytes()
+        except EOFError:
+            self.processes[i].join(timeout=5)
+            raise SwarmError(f"system {i}'s process died (exit code "
+                             f"{self.processes[i].exitcode})") from None
+
+    def call(self, messages):
+        for c, m in zip(self.connections, messages):
+            c.send_bytes(m)
+        return [self._receive(i, c) for i, c in enumerate(self.connections)]
+
+    def close(self):
+        for c in self.connections:
+            try:
+                c.send_bytes(b"")
+            except OSError:
+                pass
+        for p in self.processes:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+        for c in self.connections:
+            c.close()
+        self.connections, self.processes = [], []
+
+
+class _Ray:
+    def __init__(self, n, worker, address):
+        try:
+            import ray
+        except ImportError:
+            raise SwarmError("the ray transport needs Ray: pip install 'wse-mini[cluster]'") \
+                from None
+        self.ray = ray
+        self.started = not ray.is_initialized()
+        if self.started:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, num_cpus=None if address else max(2, n))
+        actor = ray.remote(num_cpus=0)(_RayLeaf)
+        self.actors = [actor.remote(worker, i) for i in range(n)]
+        replies = ray.get([a.ping.remote() for a in self.actors])
+        for i, r in enumerate(replies):
+            if r is not True:
+                self.close()
+                raise SwarmError(f"system {i} did not start on Ray: {r}")
+
+    def call(self, messages):
+        return self.ray.get([a.handle.remote(m) for a, m in zip(self.actors, messages)])
+
+    def close(self):
+        for a in getattr(self, "actors", []):
+            try:
+                self.ray.get(a.close.remote())
+            except Exception:
+                pass
+        self.actors = []
+        if self.started and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started = False
+
+
+class _RayLeaf:
+    """A Ray actor around a :class:`MeshWorker` (bytes in, bytes out)."""
+
+    def __init__(self, worker, index):
+        try:
+            self.worker, self.error = MeshWorker(**worker, index=index), None
+        except Exception as error:
+            self.worker, self.error = None, f"{type(error).__name__}: {error}"
+
+    def ping(self):
+        return True if self.error is None else self.error
+
+    def handle(self, data):
+        return self.worker.handle(data)
+
+    def close(self):
+        if self.worker is not None:
+            self.worker.close()
+

@@ -1,0 +1,272 @@
+"""Weight-streaming training of a real network on the mesh (``docs/host.md``).
+
+Per step, for a batch split into one shard per system:
+
+1. MemoryX applies the sparsity schedule, then streams layer by layer; SwarmX broadcasts each
+   layer; every system runs the forward pass on its shard, keeping its activations
+   (:class:`~host.worker.MeshWorker`); only the last layer's logits come back.
+2. The host computes the softmax cross-entropy and ``dlogits = softmax - onehot`` for the whole
+   batch, scaled by ``loss_scale`` and quantised to the datapath format.
+3. Top layer down: MemoryX streams the layer again, each system runs the gradient pass (the
+   mask's indices) and the delta pass (``W^T``), SwarmX sums the gradients up its tree (exact
+   ``int64``), and MemoryX converts them to float (dividing out the fixed-point scales, the loss
+   scale and the batch size) and updates the layer with its optimizer.
+
+Data: scikit-learn's bundled digits (8x8 pixels, 10 classes), pixels scaled to ``[0, 1]``, a
+fixed 80/20 split; batches drawn in a seeded order per epoch. Everything that decides the bits
+(initial weights, masks, batch order, integer gradients) is independent of how many systems
+there are, so the final ``weights_digest`` is too.
+"""
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from fabric.config import MeshConfig
+
+from .layer_stream import quantise
+from .memoryx import LayerSpec, MemoryX
+from .optim import make_optimizer
+from .sparsity import KINDS, SparsitySchedule
+from .swarmx import TRANSPORTS, SwarmX
+
+__all__ = ["TrainSettings", "Trainer", "load_digits_split"]
+
+
+def load_digits_split(seed=0, test_fraction=0.2):
+    """``(x_train, y_train, x_test, y_test)``: digits, pixels in ``[0, 1]``, a seeded split."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float64)
+    y = digits.target.astype(np.int64)
+    order = np.random.default_rng([seed, 7]).permutation(len(y))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = order[:n_test], order[n_test:]
+    return x[train], y[train], x[test], y[test]
+
+
+@dataclass
+class TrainSettings:
+    """What ``wse train`` runs (``docs/host.md``); ``steps`` wins over ``epochs``."""
+    mesh: tuple = (4, 4)
+    systems: int = 1
+    fanout: int = 2
+    swarm: str = "inproc"
+    address: str | None = None
+    backend: str = "golden"
+    hidden: tuple = (64,)
+    sparsity: float = 0.9
+    prune: str = "gradual"
+    batch: int = 32
+    epochs: int | None = 10
+    steps: int | None = None
+    optimizer: str = "adam"
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    loss_scale: int = 16
+    seed: int = 0
+    memory_bytes: int | None = None
+    check_golden: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.swarm not in TRANSPORTS:
+            raise ValueError(f"swarm must be one of {', '.join(TRANSPORTS)}, not {self.swarm!r}")
+        if self.prune not in KINDS:
+            raise ValueError(f"prune must be one of {', '.join(KINDS)}, not {self.prune!r}")
+        for name in ("systems", "batch", "loss_scale"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if self.batch < self.systems:
+            raise ValueError(f"batch ({self.batch}) must give every one of the {self.systems} "
+                             f"systems at least one sample")
+        if self.steps is None and self.epochs is None:
+            raise ValueError("give epochs or steps")
+        self.hidden = tuple(int(h) for h in self.hidden)
+        if not self.hidden or min(self.hidden) < 1:
+            raise ValueError(f"hidden must be one or more positive layer widths, not "
+                             f"{self.hidden!r}")
+
+
+class Trainer:
+    """Trains a ``64-hidden...-10`` ReLU network on digits by weight streaming."""
+
+    def __init__(self, settings, *, directory=None):
+        self.s = s = settings
+        self.x_train, self.y_train, self.x_test, self.y_test = load_digits_split(s.seed)
+        self.config = MeshConfig(*s.mesh)
+        self.fmt = self.config.fmt
+        self.steps_per_epoch = len(self.y_train) // s.batch
+        self.total_steps = s.steps if s.steps is not None else s.epochs * self.steps_per_epoch
+        widths = (self.x_train.shape[1], *s.hidden, 10)
+        specs = [LayerSpec(f"fc{j}", widths[j], widths[j + 1], sparse=j < len(s.hidden))
+                 for j in range(len(widths) - 1)]
+        ramp_end = max(1, self.total_steps // 2)
+        schedule = None if s.sparsity == 0 else SparsitySchedule(
+            s.sparsity, kind=s.prune, start=0, end=ramp_end,
+            every=max(1, ramp_end // 10), reselect_every=max(1, self.steps_per_epoch))
+        optimizer = make_optimizer(s.optimizer, lr=s.lr, weight_decay=s.weight_decay)
+        self.memoryx = MemoryX(specs, fmt=self.fmt, optimizer=optimizer, schedule=schedule,
+                               memory_bytes=s.memory_bytes, directory=directory, seed=s.seed)
+        self.swarm = SwarmX(s.systems, fanout=s.fanout, transport=s.swarm, address=s.address,
+                            worker={"config": self.config.to_dict(), "backend": s.backend,
+                                    "check_golden": s.check_golden})
+        self.step_index = 0
+        self.history = []       # one dict per step
+        self.evaluations = []   # {"step", "test_accuracy"}
+        self.golden_checks = 0
+        self.saturations = 0
+
+    # -- one step -----------------------------------------------------------------------------
+
+    def _batch(self, step):
+        epoch, k = divmod(step, self.steps_per_epoch)
+        order = np.random.default_rng([self.s.seed, 2, epoch]).permutation(len(self.y_train))
+        return order[k * self.s.batch:(k + 1) * self.s.batch]
+
+    def _shards(self, tokens):
+        return np.array_split(np.arange(tokens), self.s.systems)
+
+    def _forward(self, x, train):
+        """Logits (float, ``[10, tokens]``) of ``x`` (``[tokens, 64]``) and the step's mesh
+        cycles and dense cycles (the slowest system's)."""
+        xq, _ = quantise(self.fmt, x.T)
+        shards = self._shards(xq.shape[1])
+        cycles = np.zeros((2, self.s.systems), dtype=np.int64)
+        n = len(self.memoryx.layers)
+        for j, spec in enumerate(self.memoryx.layers):
+            stream = self.memoryx.stream(spec.name).to_bytes()
+            requests = [{"op": "forward", "layer": j, "last": j == n - 1, "train": train}
+                        | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
+            replies = self.swarm.broadcast(stream, requests)
+            cycles += [[r["cycles"] for r in replies], [r["dense_cycles"] for r in replies]]
+            self.golden_checks = max(self.golden_checks, sum(r["checks"] for r in replies))
+        logits = np.concatenate([r["y"] for r in replies], axis=1)
+        return logits.astype(np.float64) / (1 << self.fmt.frac_bits), cycles
+
+    def step(self):
+        """Train one batch; returns the step's record (loss, accuracy, cycles)."""
+        s, f = self.s, self.fmt.frac_bits
+        step = self.step_index
+        self.memoryx.induce(step)
+        idx = self._batch(step)
+        logits, cycles = self._forward(self.x_train[idx], train=True)
+        labels = self.y_train[idx]
+        z = logits - logits.max(axis=0)
+        p = np.exp(z) / np.exp(z).sum(axis=0)
+        loss = float(-np.log(np.maximum(p[labels, np.arange(len(idx))], 1e-12)).mean())
+        accuracy = float((logits.argmax(axis=0) == labels).mean())
+        dlogits = p.copy()
+        dlogits[labels, np.arange(len(idx))] -= 1.0
+        dy, _ = quantise(self.fmt, dlogits * s.loss_scale)
+        shards = self._shards(len(idx))
+        grads = {}
+        layers = self.memoryx.layers
+        for j in reversed(range(len(layers))):
+            name = layers[j].name
+            stream = self.memoryx.stream(name).to_bytes()
+            requests = [{"op": "backward", "layer": j}
+                        | ({"dy": dy[:, sh]} if j == len(layers) - 1 else {}) for sh in shards]
+            replies = self.swarm.broadcast(stream, requests)
+            cycles += [[r["cycles"] for r in replies], [r["dense_cycles"] for r in replies]]
+            self.saturations += sum(r["saturated"] for r in replies)
+            self.golden_checks = max(self.golden_checks, sum(r["checks"] for r in replies))
+            total = self.swarm.reduce([{"dW": r["dW"], "db": r["db"]} for r in replies])
+            scale = float(s.loss_scale * len(idx))
+            grads[name] = (total["dW"].astype(np.float64) / ((1 << 2 * f) * scale),
+                           total["db"].astype(np.float64) / ((1 << f) * scale))
+        self.memoryx.update(grads)
+        self.step_index += 1
+        record = {"step": step, "loss": loss, "accuracy": accuracy,
+                  "mesh_cycles": int(cycles[0].max()), "dense_cycles": int(cycles[1].max())}
+        self.history.append(record)
+        return record
+
+    # -- evaluation and the whole run ---------------------------------------------------------
+
+    def evaluate(self, x=None, y=None):
+        """Accuracy on the test set (or ``x``, ``y``), through the mesh's forward pass."""
+        x = self.x_test if x is None else x
+        y = self.y_test if y is None else y
+        chunk = self.s.systems * self.config.max_tokens
+        correct = 0
+        for a in range(0, len(y), chunk):
+            logits, _ = self._forward(x[a:a + chunk], train=False)
+            correct += int((logits.argmax(axis=0) == y[a:a + chunk]).sum())
+        return correct / len(y)
+
+    def run(self, on_step=None, on_epoch=None):
+        """Train to :attr:`total_steps`, evaluating at every epoch's end and at the end; returns
+        :meth:`report`."""
+        start = time.monotonic()
+        while self.step_index < self.total_steps:
+            record = self.step()
+            if on_step is not None:
+                on_step(record)
+            if self.step_index % self.steps_per_epoch == 0 or \
+                    self.step_index == self.total_steps:
+                acc = self.evaluate()
+                self.evaluations.append({"step": self.step_index, "test_accuracy": acc})
+                if on_epoch is not None:
+                    on_epoch(self.step_index, acc)
+        self.seconds = time.monotonic() - start
+        return self.report()
+
+    def report(self):
+        """The run's figures, a JSON-able dict (``wse train --json``)."""
+        sparse = [spec.name for spec in self.memoryx.layers if spec.sparse]
+        masks = [self.memoryx.store.get(n)["mask"] for n in sparse]
+        outside = sum(int(m.size - np.count_nonzero(m)) for m in masks)
+        mesh = sum(r["mesh_cycles"] for r in self.history)
+        dense = sum(r["dense_cycles"] for r in self.history)
+        last = self.history[-1] if self.history else {}
+        return {
+            "test_accuracy": self.evaluations[-1]["test_accuracy"] if self.evaluations else None,
+            "weight_sparsity": outside / sum(m.size for m in masks) if masks else 0.0,
+            "layer_sparsity": {spec.name: self.memoryx.sparsity(spec.name)
+                               for spec in self.memoryx.layers},
+            "steps": self.step_index, "epochs": self.step_index / self.steps_per_epoch,
+            "systems": self.s.systems, "backend": self.s.backend, "swarm": self.s.swarm,
+            "mesh": f"{self.config.rows}x{self.config.cols}",
+            "model": "-".join(str(w) for w in (64, *self.s.hidden, 10)),
+            "mesh_cycles": mesh, "dense_cycles": dense,
+            "speedup_vs_dense": dense / mesh if mesh else None,
+            "cycles_source": "rtl" if self.s.backend != "golden" else "cycle model",
+            "weights_digest": self.memoryx.digest(),
+            "final_loss": last.get("loss"), "train_accuracy": last.get("accuracy"),
+            "golden_checks": self.golden_checks, "gradient_saturations": self.saturations,
+            "model_bytes": self.memoryx.model_bytes(),
+            "model_bytes_int16": sum(2 * s.n_in * s.n_out for s in self.memoryx.layers),
+            "mesh_sram_bytes": self.config.sram_bytes,
+            "swarmx": self.swarm.stats(), "memoryx": self.memoryx.store.stats(),
+            "settings": {k: v for k, v in asdict(self.s).items() if k != "extra"},
+            "seconds": round(getattr(self, "seconds", 0.0), 2),
+            "history": self.history, "evaluations": self.evaluations,
+        }
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def save(self, path):
+        """Checkpoint MemoryX and the run's position (atomic); returns the digest."""
+        return self.memoryx.save(path, extra={"step": self.step_index, "history": self.history,
+                                              "evaluations": self.evaluations})
+
+    def resume(self, path):
+        """Continue from a checkpoint of the same model; the next step is the one after it."""
+        extra = self.memoryx.load(path) or {}
+        self.step_index = int(extra.get("step", 0))
+        self.history = list(extra.get("history", []))
+        self.evaluations = list(extra.get("evaluations", []))
+
+    def close(self):
+        self.swarm.close()
+        self.memoryx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,161 @@
+"""One system in the swarm: a mesh (a :class:`~sim.system.System`) and its shard's activations.
+
+SwarmX's transports deliver byte messages (:mod:`host.messages`) to :meth:`MeshWorker.handle`;
+every backend (in-process, a local process, a Ray actor) runs this same class, so they compute
+the same bits. Activations stay here between the forward and the backward pass; only logits go
+up to the host, and only reduced gradients leave for MemoryX.
+
+Passes, for layer ``l`` with quantised weights ``W`` (a :class:`~host.layer_stream.LayerStream`)
+and all values in the datapath format:
+
+- **forward**: ``Z = W @ A`` on the mesh (:func:`fabric.tiling.run_tiled`), ``Y = sat(Z + b)``,
+  ``A' = relu(Y)`` except for the last layer, whose ``Y`` (the logits) goes to the host;
+- **backward**: the gradient pass ``dW[o, i] = sum_t dY[o, t] A[i, t]`` for the mask's indices
+  and ``db = sum_t dY`` (golden, :func:`fabric.gradient.gradient_reference`, until the RTL grows
+  it), then, below the first layer, the delta pass ``dA = W^T @ dY`` on the mesh, masked by the
+  ReLU of the layer below.
+
+Mesh cycles are the RTL's where it runs, else the cycle model's (:mod:`fabric.cycle_model`);
+the dense equivalent is the cycle model's for the same GEMM with every weight present. With
+``check_golden``, every mesh result is compared with :func:`fabric.mesh_model.gemm_reference`.
+"""
+
+import numpy as np
+
+from fabric.config import MeshConfig
+from fabric.cycle_model import predict_cycles
+from fabric.gradient import gradient_reference
+from fabric.mesh_model import gemm_reference
+from fabric.program import compile_gemm
+from fabric.tiling import run_tiled
+
+from .layer_stream import LayerStream
+from .messages import decode, encode
+
+__all__ = ["MeshWorker", "GoldenMismatch"]
+
+
+class GoldenMismatch(AssertionError):
+    """A mesh result differs from the golden model's."""
+
+
+class MeshWorker:
+    """A system: ``config`` (a :class:`MeshConfig` or its dict), a ``backend`` of
+    :func:`sim.system.open_system`, and whether to check every result against golden."""
+
+    def __init__(self, config, backend="golden", *, check_golden=False, index=0):
+        from sim.system import open_system
+
+        self.config = config if isinstance(config, MeshConfig) else MeshConfig.from_dict(config)
+        self.backend = backend
+        self.index = index
+        self.check_golden = bool(check_golden) and backend != "golden"
+        kwargs = {"fast": True} if backend == "golden" else {}
+        self.system = open_system(backend, self.config, **kwargs)
+        self.inputs = {}        # layer -> its input activations A (int64 [n_in, T])
+        self.active = {}        # layer -> where its output passed the ReLU
+        self.delta = None       # dY of the next layer down, from the last delta pass
+        self._next_input = None  # the last forward pass's output activations
+        self.checks = 0
+
+    # -- transport ----------------------------------------------------------------------------
+
+    def handle(self, data):
+        """One request (bytes) -> its reply (bytes); errors come back as ``{"error": text}``."""
+        message = decode(data)
+        op = message.pop("op")
+        try:
+            reply = getattr(self, f"op_{op}")(**message)
+        except Exception as error:          # the transport reports it, naming this system
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        return encode(reply)
+
+    # -- the mesh -----------------------------------------------------------------------------
+
+    def _gemm(self, W, X, what, model=True):
+        """``W @ X`` on the mesh, tiled; ``(Y, cycles, dense_cycles, overflow)`` (without
+        ``model``, cycles the mesh did not measure are 0 instead of modelled)."""
+        fmt = self.config.fmt
+
+        def block(Wb, Xb, raw):
+            result = self.system.gemm(Wb, Xb, raw=raw)
+            if self.check_golden:
+                Y, totals = gemm_reference(self.config, result.program, Xb)
+                want = totals if raw else Y
+                bad = np.count_nonzero(np.asarray(result.y) != want)
+                self.checks += 1
+                if bad:
+                    raise GoldenMismatch(f"system {self.index}: {what}: {bad} of {want.size} "
+                                         f"results differ from the golden model")
+            if not model:
+                result.cycles, result.dense_cycles = result.cycles or 0, 0
+                return result
+            if result.cycles is None:
+                result.cycles = predict_cycles(result.program, Xb)
+            dense = np.where(Wb != 0, Wb, 1)
+            result.dense_cycles = predict_cycles(compile_gemm(self.config, dense, Xb, raw=raw),
+                                                 Xb)
+            return result
+
+        tiled = run_tiled(self.config, W, np.clip(X, fmt.operand_min, fmt.operand_max), block)
+        dense = sum(r.dense_cycles for r in tiled.results)
+        return tiled.y, tiled.cycles, dense, tiled.overflow
+
+    def _saturate(self, values):
+        fmt = self.config.fmt
+        return np.clip(values, fmt.operand_min, fmt.operand_max)
+
+    # -- the passes ---------------------------------------------------------------------------
+
+    def op_forward(self, layer, stream, last, x=None, train=True):
+        """Layer ``layer``'s forward pass on this shard (``x``: the input, for layer 0)."""
+        s = LayerStream.from_bytes(stream.tobytes())
+        if layer == 0:
+            if x is None:
+                raise ValueError("layer 0 needs the input shard x")
+            A = np.asarray(x, dtype=np.int64)
+        elif self._next_input is None:
+            raise ValueError(f"layer {layer}'s forward pass before layer {layer - 1}'s")
+        else:
+            A = self._next_input
+        Z, cycles, dense, overflow = self._gemm(s.dense(), A, f"{s.name} forward", model=train)
+        Y = self._saturate(Z + s.bias.astype(np.int64)[:, None])
+        if train:
+            self.inputs[layer] = A
+        reply = {"cycles": int(cycles), "dense_cycles": int(dense), "overflow": bool(overflow),
+                 "checks": self.checks}
+        if last:
+            reply["y"] = Y
+        else:
+            self.active[layer] = Y > 0
+            self._next_input = np.maximum(Y, 0)
+        return reply
+
+    def op_backward(self, layer, stream, dy=None):
+        """Layer ``layer``'s gradient pass and (below layer 0) delta pass; ``dy`` for the last
+        layer, else the delta kept from the layer above."""
+        s = LayerStream.from_bytes(stream.tobytes())
+        dY = np.asarray(dy, dtype=np.int64) if dy is not None else self.delta
+        if dY is None or layer not in self.inputs:
+            raise ValueError(f"backward of layer {layer} before its forward pass or without dY")
+        A = self.inputs.pop(layer)
+        dW, saturated = gradient_reference(self.config.fmt, s.rows, s.indices, dY, A)
+        reply = {"dW": dW, "db": dY.sum(axis=1), "saturated": saturated, "cycles": 0,
+                 "dense_cycles": 0, "overflow": False}
+        if layer > 0:
+            dA, cycles, dense, overflow = self._gemm(s.dense().T, dY, f"{s.name} delta")
+            self.delta = np.where(self.active.pop(layer - 1), dA, 0)
+            reply.update(cycles=int(cycles), dense_cycles=int(dense), overflow=bool(overflow))
+        else:
+            self.delta = None
+        reply["checks"] = self.checks
+        return reply
+
+    def op_close(self):
+        self.close()
+        return {}
+
+    def close(self):
+        if self.system is not None:
+            self.system.close()
+            self.system = None
