@@ -80,38 +80,45 @@ class CycleModel:
         return costs.max(axis=2)
 
     def _run(self, program, costs):
+        """Plain Python over ints (a row count is small; numpy per output costs more than it
+        saves)."""
         cfg = program.config
         R, n_tok, n_buf = cfg.rows, cfg.n_tok, self.acc_buffers
-        owners = program.out_placement.row_of[program.output_order]
+        owners = program.out_placement.row_of[program.output_order].tolist()
         n = program.n_out
-        t = np.full(R, FILL, dtype=np.int64)         # each row's dispatcher clock
-        busy = np.zeros(R, dtype=np.int64)
-        stall = np.zeros(R, dtype=np.int64)
-        end = np.zeros((R, n), dtype=np.int64)       # engine idle again after output k
-        first = np.zeros((R, n), dtype=np.int64)     # engine adds its first token of output k
+        per_output = costs.T.tolist()                 # per_output[k][r]
+        t = [FILL] * R                                # each row's dispatcher clock
+        busy, stall = [0] * R, [0] * R
+        end = [[0] * n for _ in range(R)]             # engine idle again after output k
+        first = [[0] * n for _ in range(R)]           # engine adds its first token of output k
+        cr = [0] * R
         for k in range(n):
-            owner = int(owners[k])
-            fused = costs[:, k] > 0                   # the CR rides on the row's last AXPY
-            t += costs[:, k]
-            busy += costs[:, k]
-            cr = np.where(fused, t - 1, t)
-            if k >= n_buf - 1:                        # wait for a free accumulator buffer
-                cr = np.maximum(cr, end[:, k - (n_buf - 1)])
-            stall += np.where(fused, cr - (t - 1), cr - t + 1)
-            t = np.where(fused & (cr == t - 1), t, cr + 1)
-            order = [*range(owner), *range(R - 1, owner, -1), owner]
-            for r in order:
+            owner = owners[k]
+            for r in range(R):
+                cost = per_output[k][r]
+                fused = cost > 0                      # the CR rides on the row's last AXPY
+                t[r] += cost
+                busy[r] += cost
+                c = t[r] - 1 if fused else t[r]
+                if k >= n_buf - 1:                    # wait for a free accumulator buffer
+                    c = max(c, end[r][k - (n_buf - 1)])
+                stall[r] += c - (t[r] - 1) if fused else c - t[r] + 1
+                if not (fused and c == t[r] - 1):
+                    t[r] = c + 1
+                cr[r] = c
+            for r in (*range(owner), *range(R - 1, owner, -1), owner):
                 start = cr[r] + 1
                 if k:   # the first read may overlap the previous output's last add
-                    start = max(start, end[r, k - 1] - ENGINE_EXTRA)
+                    start = max(start, end[r][k - 1] - ENGINE_EXTRA)
                 ready = start + ENGINE_EXTRA
                 if 0 < r <= owner:
-                    ready = max(ready, first[r - 1, k] + HOP)
+                    ready = max(ready, first[r - 1][k] + HOP)
                 if owner <= r < R - 1:
-                    ready = max(ready, first[r + 1, k] + HOP)
-                first[r, k] = ready
-                end[r, k] = ready + n_tok
-        return int(end[:, -1].max()) + DRAIN if n else FILL, busy, stall
+                    ready = max(ready, first[r + 1][k] + HOP)
+                first[r][k] = ready
+                end[r][k] = ready + n_tok
+        cycles = max(end[r][-1] for r in range(R)) + DRAIN if n else FILL
+        return cycles, np.array(busy, dtype=np.int64), np.array(stall, dtype=np.int64)
 
 
 def predict_cycles(program, X=None):

@@ -81,7 +81,7 @@ def load(path):
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as archive:
             if _META not in archive.files:
                 raise CheckpointError(f"{path} is not a wse-mini checkpoint (no {_META})")
             arrays = {name: archive[name] for name in archive.files}

@@ -1,7 +1,8 @@
 """``wse``: the one command line of wse-mini.
 
 Subcommands grow with the project: ``wse gemm`` runs ``Y = W @ X`` on a mesh, ``wse sim`` runs
-cocotb testbenches, ``wse bench`` measures, ``wse export`` writes Verilog.
+cocotb testbenches, ``wse bench`` measures, ``wse export`` writes Verilog, ``wse train`` trains a
+network by weight streaming (:mod:`host.train_cli`).
 """
 
 import json
@@ -14,6 +15,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from .train_cli import train
 
 __all__ = ["main"]
 
@@ -43,6 +46,11 @@ def _mesh_shape(ctx, param, value):
 
 MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="RxC",
                            callback=_mesh_shape, help="Rows x columns of tiles.")
+
+
+# -- wse train (host/train_cli.py) ------------------------------------------------------------
+
+main.add_command(train)
 
 
 # -- wse gemm -----------------------------------------------------------------------------------

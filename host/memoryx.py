@@ -223,8 +223,11 @@ class MemoryX:
         for key in ("layers", "fmt", "optimizer", "schedule"):
             if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(mine[key],
                                                                          sort_keys=True):
+                hint = (" (the schedule follows the run's length: resume with the same steps "
+                        "or epochs and sparsity settings)" if key == "schedule" else "")
                 raise CheckpointError(f"checkpoint {path} is for another model: its {key} is "
-                                      f"{theirs.get(key)!r}, this store's is {mine[key]!r}")
+                                      f"{theirs.get(key)!r}, this store's is {mine[key]!r}"
+                                      f"{hint}")
         groups = {}
         for spec in self.layers:
             current = self.store.get(spec.name)

@@ -1,0 +1,206 @@
+"""``wse train``: weight-streaming training of digits on one or more meshes (``docs/host.md``)."""
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["train", "plot_training"]
+
+console = Console(stderr=True)
+
+
+def _mesh(ctx, param, value):
+    from fabric.config import parse_mesh
+
+    try:
+        return parse_mesh(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
+
+
+def _widths(ctx, param, value):
+    try:
+        widths = tuple(int(w) for w in value.split(","))
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) < 1:
+        raise click.BadParameter(f"must be comma-separated positive widths such as 64 or "
+                                 f"512,512, not {value!r}", ctx=ctx, param=param)
+    return widths
+
+
+@click.command()
+@click.option("--mesh", default="4x4", show_default=True, metavar="RxC", callback=_mesh,
+              help="Rows x columns of tiles of every system.")
+@click.option("--systems", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Meshes the batch is split across (data parallel).")
+@click.option("--fanout", type=click.IntRange(min=2), default=2, show_default=True,
+              help="SwarmX's tree fan-out.")
+@click.option("--swarm", type=click.Choice(["inproc", "process", "ray"]), default="inproc", show_default=True,
+              help="How SwarmX reaches the systems.")
+@click.option("--address", default=None, metavar="ADDR",
+              help="A Ray cluster to join (--swarm ray); a local Ray is started otherwise.")
+@click.option("--backend", type=click.Choice(["golden", "verilator", "icarus"]),
+              default="golden", show_default=True, help="What runs each mesh.")
+@click.option("--hidden", default="64", show_default=True, callback=_widths,
+              metavar="W[,W...]", help="Hidden layer widths (64-...-10).")
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.9,
+              show_default=True, help="Weight sparsity of the hidden layers.")
+@click.option("--prune", type=click.Choice(["gradual", "random", "dynamic"]), default="gradual",
+              show_default=True, help="How sparsity is induced.")
+@click.option("--epochs", type=click.IntRange(min=1), default=None,
+              help="Epochs to train [default: 10].")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Steps to train (instead of --epochs).")
+@click.option("--batch", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--optimizer", type=click.Choice(["sgd", "adam", "adamw"]), default="adam",
+              show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.01,
+              show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--memory-bytes", type=click.IntRange(min=0), default=None,
+              help="Bound MemoryX's in-memory tier; the rest spills to disk.")
+@click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Continue from this checkpoint.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, metavar="DIR",
+              help="Write DIR/report.json, DIR/checkpoint.npz and the PNG plots.")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Also checkpoint to DIR/checkpoint-<step>.npz every N steps (needs --out).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("--check-golden", is_flag=True,
+              help="Compare every mesh result with the golden model, bit for bit.")
+def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prune, epochs,
+          steps, batch, optimizer, lr, seed, memory_bytes, resume_path, out_dir,
+          checkpoint_every, as_json, check_golden):
+    """Train a 64-64-10 ReLU network on scikit-learn's digits by weight streaming: MemoryX
+    streams each layer, SwarmX broadcasts it to the systems and sums their gradients."""
+    from .checkpoint import CheckpointError
+    from .train import Trainer, TrainSettings
+
+    if steps is None and epochs is None:
+        epochs = 10
+    if checkpoint_every is not None and out_dir is None:
+        raise click.UsageError("--checkpoint-every needs --out DIR")
+    try:
+        settings = TrainSettings(mesh=mesh, systems=systems, fanout=fanout, swarm=swarm,
+                                 address=address, backend=backend, hidden=hidden,
+                                 sparsity=sparsity, prune=prune, epochs=epochs, steps=steps,
+                                 batch=batch, optimizer=optimizer, lr=lr, seed=seed,
+                                 memory_bytes=memory_bytes, check_golden=check_golden)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    try:
+        with console.status(f"starting {systems} {backend} system(s) over {swarm}"):
+            trainer = Trainer(settings)
+    except (RuntimeError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    with trainer:
+        if resume_path is not None:
+            try:
+                trainer.resume(resume_path)
+            except CheckpointError as error:
+                raise click.ClickException(str(error)) from None
+        report = _run(trainer, out_dir, checkpoint_every)
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            report["checkpoint"] = str(out_dir / "checkpoint.npz")
+            trainer.save(out_dir / "checkpoint.npz")
+            report["plots"] = [str(p) for p in plot_training(report, out_dir)]
+            (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+            console.print(f"wrote {out_dir / 'report.json'}, the checkpoint and the plots",
+                          markup=False, highlight=False)
+    if as_json:
+        click.echo(json.dumps({k: v for k, v in report.items() if k != "history"}))
+    else:
+        _summary(report)
+
+
+def _run(trainer, out_dir=None, checkpoint_every=None):
+    columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[figures]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("train", total=trainer.total_steps,
+                                 completed=trainer.step_index, figures="")
+        state = {"test": None}
+
+        def on_step(r):
+            if checkpoint_every and trainer.step_index % checkpoint_every == 0:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                trainer.save(out_dir / f"checkpoint-{trainer.step_index:06d}.npz")
+            test = "" if state["test"] is None else f" test {state['test']:.3f}"
+            progress.update(task, advance=1, figures=(
+                f"loss {r['loss']:.3f} acc {r['accuracy']:.2f}{test} cycles "
+                f"{r['mesh_cycles']} (dense {r['dense_cycles']})"))
+
+        def on_epoch(step, accuracy):
+            state["test"] = accuracy
+
+        try:
+            return trainer.run(on_step=on_step, on_epoch=on_epoch)
+        except (RuntimeError, ValueError, AssertionError) as error:
+            raise click.ClickException(str(error)) from None
+
+
+def _summary(report):
+    table = Table(title=f"wse train: {report['model']} on {report['systems']} x "
+                        f"{report['mesh']} {report['backend']} ({report['swarm']})")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = {k: report[k] for k in ("test_accuracy", "weight_sparsity", "steps", "final_loss",
+                                   "mesh_cycles", "dense_cycles", "speedup_vs_dense",
+                                   "cycles_source", "golden_checks", "gradient_saturations",
+                                   "model_bytes", "mesh_sram_bytes", "seconds",
+                                   "weights_digest")}
+    rows |= {f"swarmx {k}": report["swarmx"][k] for k in ("tree_depth", "links",
+                                                          "bytes_per_link")}
+    for name, value in rows.items():
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console().print(table)
+
+
+def plot_training(report, out_dir):
+    """``loss.png`` (loss and accuracy per step, test accuracy per epoch) and ``cycles.png``
+    (mesh cycles per step against the dense equivalent); returns their paths."""
+    from matplotlib.figure import Figure  # drawn by Agg, without pyplot's global state
+
+    history = report["history"]
+    steps = np.array([r["step"] for r in history])
+    title = (f"{report['model']} on digits, {report['systems']} x {report['mesh']} "
+             f"{report['backend']}, {report['weight_sparsity']:.0%} hidden sparsity")
+    fig = Figure(figsize=(7, 4.8), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(steps, [r["loss"] for r in history], color="C0", lw=0.8, label="training loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    right = ax.twinx()
+    right.plot(steps, [r["accuracy"] for r in history], color="C1", lw=0.5, alpha=0.6,
+               label="batch accuracy")
+    evals = report["evaluations"]
+    right.plot([e["step"] for e in evals], [e["test_accuracy"] for e in evals], "o-",
+               color="C2", label="test accuracy")
+    right.set_ylim(0, 1.02)
+    right.set_ylabel("accuracy")
+    fig.legend(loc="outside lower center", ncols=3)
+    ax.set_title(title, fontsize=9)
+    loss_png = out_dir / "loss.png"
+    fig.savefig(loss_png, dpi=120)
+
+    fig = Figure(figsize=(7, 4.5), layout="tight")
+    ax = fig.subplots()
+    ax.plot(steps, [r["dense_cycles"] for r in history], color="0.5", label="dense equivalent")
+    ax.plot(steps, [r["mesh_cycles"] for r in history], color="C0",
+            label=f"sparse, streamed ({report['cycles_source']})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("mesh cycles per step (slowest system)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.set_title(title, fontsize=9)
+    cycles_png = out_dir / "cycles.png"
+    fig.savefig(cycles_png, dpi=120)
+    return loss_png, cycles_png

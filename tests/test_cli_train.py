@@ -1,0 +1,76 @@
+"""``wse train``: the JSON it prints, the files it writes, resuming, and its errors."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from host.cli import main
+
+FIELDS = ("test_accuracy", "weight_sparsity", "steps", "systems", "backend", "mesh_cycles",
+          "dense_cycles", "weights_digest")
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["train", *args])
+
+
+def test_json_report_and_output_directory(tmp_path):
+    result = _run("--steps", "4", "--systems", "2", "--json", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output + result.stderr
+    report = json.loads(result.stdout)
+    for field in FIELDS:
+        assert field in report, field
+    assert (report["steps"], report["systems"], report["backend"]) == (4, 2, "golden")
+    assert 0 <= report["test_accuracy"] <= 1 and len(report["weights_digest"]) == 64
+    assert report["mesh_cycles"] > 0 and report["dense_cycles"] >= report["mesh_cycles"]
+    for name in ("report.json", "checkpoint.npz", "loss.png", "cycles.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["weights_digest"] == report["weights_digest"] and len(saved["history"]) == 4
+
+
+def test_resume_from_a_periodic_checkpoint_matches_the_straight_run(tmp_path):
+    straight = _run("--steps", "6", "--json", "--out", str(tmp_path), "--checkpoint-every", "3")
+    assert straight.exit_code == 0, straight.stderr
+    assert {p.name for p in tmp_path.glob("checkpoint*.npz")} == {
+        "checkpoint-000003.npz", "checkpoint-000006.npz", "checkpoint.npz"}
+    rest = _run("--steps", "6", "--json", "--resume", str(tmp_path / "checkpoint-000003.npz"))
+    assert rest.exit_code == 0, rest.stderr
+    assert json.loads(rest.stdout)["weights_digest"] == json.loads(straight.stdout)[
+        "weights_digest"]
+
+
+def test_resume_with_another_run_length_is_refused(tmp_path):
+    first = _run("--steps", "3", "--out", str(tmp_path), "--json")
+    assert first.exit_code == 0, first.stderr
+    rest = _run("--steps", "6", "--resume", str(tmp_path / "checkpoint.npz"))
+    assert rest.exit_code == 1 and "is for another model: its schedule" in rest.stderr
+
+
+def test_human_summary_without_json():
+    result = _run("--steps", "2", "--mesh", "2x2", "--hidden", "16")
+    assert result.exit_code == 0, result.stderr
+    assert "weights_digest" in result.stdout and "mesh_cycles" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mesh", "4by4"], "mesh must be ROWSxCOLS"),
+    (["--hidden", "64,x"], "must be comma-separated positive widths"),
+    (["--sparsity", "1.0"], "--sparsity"),
+    (["--systems", "40", "--batch", "32"], "batch (32) must give every one of the 40 systems"),
+    (["--swarm", "mpi"], "'mpi' is not one of"),
+    (["--checkpoint-every", "2"], "--checkpoint-every needs --out DIR"),
+])
+def test_bad_options_are_named(args, message):
+    result = _run("--steps", "1", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_a_corrupt_checkpoint_is_an_error_not_a_crash(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    result = _run("--steps", "1", "--resume", str(bad))
+    assert result.exit_code == 1
+    assert "is corrupt or truncated" in result.stderr

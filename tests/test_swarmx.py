@@ -1,0 +1,84 @@
+"""SwarmX: the tree, exact reduction, bytes per link, and the transports agreeing."""
+
+import numpy as np
+import pytest
+
+from fabric.config import MeshConfig
+from host.layer_stream import LayerStream
+from host.messages import decode, encode
+from host.swarmx import SwarmError, SwarmX, Tree
+from rtl.numfmt import FixedPoint
+
+
+@pytest.mark.parametrize("n, k, depth, links", [
+    (1, 2, 0, 1), (2, 2, 1, 3), (3, 2, 2, 6), (4, 2, 2, 7), (5, 2, 3, 11), (4, 4, 1, 5),
+    (9, 3, 2, 13)])
+def test_tree_shape(n, k, depth, links):
+    tree = Tree(n, k)
+    assert (tree.depth, tree.links) == (depth, links)
+    assert len(tree.levels[-1]) == 1
+
+
+@pytest.mark.parametrize("n, k", [(1, 2), (4, 2), (5, 2), (7, 3)])
+def test_reduce_is_the_exact_sum(n, k):
+    rng = np.random.default_rng(n)
+    parts = [{"g": rng.integers(-2**40, 2**40, 50)} for _ in range(n)]
+    assert np.array_equal(Tree(n, k).reduce(parts)["g"], sum(p["g"] for p in parts))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Tree(0), "systems must be a positive integer, not 0"),
+    (lambda: Tree(2, 1), "fanout must be an integer of at least 2, not 1"),
+    (lambda: SwarmX(1, transport="mpi"), "transport must be one of inproc, process, ray"),
+])
+def test_bad_parameters_are_named(make, message):
+    with pytest.raises(ValueError) as info:
+        make()
+    assert message in str(info.value)
+
+
+def test_message_codec_round_trip_and_refuses_objects():
+    msg = {"op": "x", "n": 3, "a": np.arange(6, dtype=np.int16).reshape(2, 3),
+           "b": np.array([True, False])}
+    back = decode(encode(msg))
+    assert back["op"] == "x" and back["n"] == 3
+    assert back["a"].dtype == np.int16 and np.array_equal(back["a"], msg["a"])
+    with pytest.raises(ValueError, match="only numeric arrays travel"):
+        encode({"a": np.array(["s"], dtype=object)})
+
+
+def _layer(seed=0):
+    rng = np.random.default_rng(seed)
+    W = rng.normal(scale=0.3, size=(6, 8))
+    mask = rng.random(W.shape) < 0.5
+    return LayerStream.from_dense("fc0", FixedPoint(), W, mask, rng.normal(size=6))
+
+
+def _forward(swarm, x):
+    s = _layer()
+    shards = np.array_split(np.arange(x.shape[1]), swarm.systems)
+    replies = swarm.broadcast(s.to_bytes(), [
+        {"op": "forward", "layer": 0, "last": True, "x": x[:, sh]} for sh in shards])
+    return s, np.concatenate([r["y"] for r in replies], axis=1), replies
+
+
+@pytest.mark.parametrize("transport", ["inproc", "process"])
+def test_a_broadcast_forward_is_the_same_on_every_split(transport):
+    config = MeshConfig(1, 2, n_feat=8, n_tok=4, n_out=8).to_dict()
+    x = np.random.default_rng(5).integers(0, 256, (8, 12))
+    with SwarmX(1, worker={"config": config}) as one:
+        _, want, _ = _forward(one, x)
+    with SwarmX(3, transport=transport, worker={"config": config}) as three:
+        s, got, replies = _forward(three, x)
+        stats = three.stats()
+    assert np.array_equal(got, want)
+    assert all(r["cycles"] > 0 and r["dense_cycles"] >= r["cycles"] for r in replies)
+    assert stats["broadcast_bytes_per_link"] == len(s.to_bytes())
+    assert (stats["tree_depth"], stats["links"]) == (2, 6)
+
+
+def test_a_failing_system_is_named():
+    config = MeshConfig(1, 1, n_feat=8, n_tok=4, n_out=8).to_dict()
+    with SwarmX(2, worker={"config": config}) as swarm:
+        with pytest.raises(SwarmError, match="system 0: ValueError: layer 0 needs the input"):
+            swarm.broadcast(_layer().to_bytes(), [{"op": "forward", "layer": 0, "last": True}] * 2)

@@ -1,0 +1,110 @@
+"""Weight-streaming training on digits: accuracy, determinism over systems and transports,
+resume, capacity, and the RTL against golden."""
+
+import json
+
+import numpy as np
+import pytest
+
+from host.train import Trainer, TrainSettings
+
+STEPS = 8
+
+
+def _train(tmp_path=None, **kwargs):
+    settings = TrainSettings(**({"steps": STEPS} | kwargs))
+    with Trainer(settings, directory=tmp_path) as trainer:
+        return trainer.run()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """One system, in process: the digest the others must reproduce."""
+    return _train()
+
+
+def test_reaches_90_percent_at_90_percent_sparsity():
+    report = _train(steps=None, epochs=4)
+    print(f"\ndigits 64-64-10, 4 epochs, golden: test accuracy {report['test_accuracy']:.3f}, "
+          f"sparsity {report['weight_sparsity']:.3f}, mesh cycles {report['mesh_cycles']} vs "
+          f"dense {report['dense_cycles']} ({report['speedup_vs_dense']:.2f}x), "
+          f"{report['seconds']} s")
+    assert report["test_accuracy"] >= 0.90
+    assert report["weight_sparsity"] == pytest.approx(0.9, abs=1e-3)
+    assert report["mesh_cycles"] < report["dense_cycles"]
+
+
+@pytest.mark.parametrize("systems, swarm", [(2, "inproc"), (4, "inproc"), (2, "process"),
+                                            (4, "process")])
+def test_same_digest_on_any_number_of_systems(reference, systems, swarm):
+    report = _train(systems=systems, swarm=swarm)
+    assert report["weights_digest"] == reference["weights_digest"]
+    assert report["test_accuracy"] == reference["test_accuracy"]
+    assert report["swarmx"]["systems"] == systems
+
+
+def test_same_digest_on_ray(reference):
+    ray = pytest.importorskip("ray")
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, num_cpus=2)
+    try:
+        for systems in (2, 4):
+            report = _train(systems=systems, swarm="ray")
+            assert report["weights_digest"] == reference["weights_digest"], systems
+    finally:
+        ray.shutdown()
+
+
+def test_resume_continues_exactly(tmp_path, reference):
+    half = STEPS // 2
+    with Trainer(TrainSettings(steps=STEPS)) as first:
+        while first.step_index < half:
+            first.step()
+        first.save(tmp_path / "ckpt.npz")
+    with Trainer(TrainSettings(steps=STEPS)) as second:
+        second.resume(tmp_path / "ckpt.npz")
+        assert second.step_index == half and len(second.history) == half
+        report = second.run()
+    assert report["weights_digest"] == reference["weights_digest"]
+    assert [r["loss"] for r in report["history"]] == [r["loss"] for r in reference["history"]]
+
+
+def test_a_model_ten_times_the_mesh_sram_trains_on_4x4(tmp_path):
+    report = _train(tmp_path, steps=3, hidden=(512, 512), memory_bytes=1 << 20)
+    print(f"\n64-512-512-10: {report['model_bytes_int16']} bytes of int16 weights, "
+          f"{report['mesh_sram_bytes']} bytes of mesh SRAM "
+          f"({report['model_bytes_int16'] / report['mesh_sram_bytes']:.0f}x); "
+          f"MemoryX {report['memoryx']}")
+    assert report["model_bytes_int16"] >= 10 * report["mesh_sram_bytes"]
+    assert report["mesh"] == "4x4" and report["steps"] == 3
+    assert np.isfinite(report["final_loss"]) and report["history"][-1]["mesh_cycles"] > 0
+    assert report["memoryx"]["spills"] > 0       # the 1 MiB tier cannot hold 2.5 MB of state
+    assert report["layer_sparsity"]["fc1"] > 0.5
+
+
+def test_rtl_training_is_the_golden_training():
+    """A 2x2 mesh on Verilator, every mesh result checked against golden, trains to the same
+    bits as the golden model (the 512-wide layers make it tile)."""
+    settings = {"mesh": (2, 2), "steps": 2, "hidden": (48,), "batch": 8}
+    golden = _train(**settings)
+    rtl = _train(**settings, backend="verilator", check_golden=True)
+    print(f"\nRTL training, 2x2 Verilator: {rtl['golden_checks']} mesh results checked, "
+          f"{rtl['mesh_cycles']} cycles measured (cycle model: {golden['mesh_cycles']}), "
+          f"dense {rtl['dense_cycles']}")
+    assert rtl["golden_checks"] > 0
+    assert rtl["weights_digest"] == golden["weights_digest"]
+    assert rtl["cycles_source"] == "rtl" and rtl["mesh_cycles"] > 0
+    assert abs(rtl["mesh_cycles"] - golden["mesh_cycles"]) <= 0.1 * golden["mesh_cycles"]
+    json.dumps(rtl)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"systems": 0}, "systems must be a positive integer"),
+    ({"batch": 2, "systems": 3}, "batch (2) must give every one of the 3 systems"),
+    ({"swarm": "mpi"}, "swarm must be one of inproc, process, ray"),
+    ({"prune": "lottery"}, "prune must be one of gradual, random, dynamic"),
+    ({"hidden": ()}, "hidden must be one or more positive layer widths"),
+])
+def test_bad_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError) as info:
+        TrainSettings(**kwargs)
+    assert message in str(info.value)
