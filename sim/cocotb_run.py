@@ -156,7 +156,7 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
     env.update(extra_env or {})
     runner = get_runner(built.sim)
     test_filter = None if testcase is None else rf"(^|\.){re.escape(testcase)}(/|$)"
-    with _deadline(timeout) as expired:
+    with _deadline(timeout, test_dir) as expired:
         try:
             runner.test(test_module=module, hdl_toplevel=built.top, hdl_toplevel_lang="verilog",
                         test_filter=test_filter, build_dir=built.directory, test_dir=test_dir,
@@ -183,19 +183,36 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
 
 
 @contextmanager
-def _deadline(seconds):
-    """Kill this process's child processes (the simulator) if the block outlasts ``seconds``."""
+def _deadline(seconds, workdir=None):
+    """Kill the simulator if the block outlasts ``seconds``: this process's child processes
+    working in ``workdir`` (a run's own directory, so two simulations in one process do not take
+    each other down), or every child process if none is found there."""
     fired = threading.Event()
 
-    def kill_children():
-        fired.set()
+    def children():
         me = os.getpid()
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 fields = stat.read_text().rsplit(")", 1)[1].split()
                 if int(fields[1]) == me:
-                    os.kill(int(stat.parent.name), signal.SIGKILL)
+                    yield int(stat.parent.name)
             except (OSError, IndexError, ValueError):
+                continue
+
+    def working_in(pid):
+        try:
+            return workdir is not None and Path(os.readlink(f"/proc/{pid}/cwd")) == workdir
+        except OSError:
+            return False
+
+    def kill_children():
+        fired.set()
+        pids = list(children())
+        mine = [pid for pid in pids if working_in(pid)]
+        for pid in mine or pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
                 continue
 
     timer = threading.Timer(seconds, kill_children)

@@ -11,3 +11,26 @@ def test_hung_simulation_is_killed_and_reported():
     assert not result.passed
     message = result.failures["simulation"]
     assert message.startswith("killed after 15 s of wall-clock time"), message
+
+
+@pytest.mark.xdist_group("verilator")
+def test_a_timeout_kills_only_its_own_simulator():
+    """Two simulations in one process (two Systems, say): the one that times out is killed, the
+    other keeps running until its own deadline."""
+    import threading
+
+    results = {}
+
+    def hang(seed, timeout):
+        results[seed] = run_router_tests(sim="verilator", module="tb.selftest", testcase="hang",
+                                         seed=seed, timeout=timeout)
+
+    short = threading.Thread(target=hang, args=(1, 8))
+    long = threading.Thread(target=hang, args=(2, 20))
+    long.start()
+    short.start()
+    short.join()
+    assert results[1].failures["simulation"].startswith("killed after 8 s")
+    assert long.is_alive(), "the other simulator was killed too"
+    long.join()
+    assert results[2].failures["simulation"].startswith("killed after 20 s")
