@@ -1,0 +1,102 @@
+"""The boards a mesh is built for: platform, clock, mesh configuration and build options.
+
+One :class:`Board` per supported board, in :data:`BOARDS` by the name ``wse build --board``
+takes. The mesh configuration of each board (``Board.config``) is the part of
+:class:`~fabric.config.MeshConfig` that is not the mesh's shape: ``docs/fpga.md`` says why each
+board uses what it uses.
+"""
+
+from dataclasses import dataclass, field
+
+from amaranth_boards.icebreaker import ICEBreakerPlatform
+from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+from fabric.config import MeshConfig
+
+__all__ = ["Board", "BOARDS", "board", "mesh_config"]
+
+
+@dataclass(frozen=True)
+class Board:
+    """A board: how to build a mesh for it.
+
+    Parameters
+    ----------
+    name : str
+        The name ``wse build --board`` takes.
+    platform : type
+        The ``amaranth-boards`` platform class.
+    family : str
+        ``"ice40"`` or ``"ecp5"`` (picks the PLL and how reports are read).
+    target_mhz : float
+        The mesh's clock (a PLL makes it from the board's oscillator when they differ).
+    default_mesh : (int, int)
+        ``make bitstream``'s mesh for this board.
+    config : dict
+        :class:`~fabric.config.MeshConfig` fields other than ``rows`` and ``cols``.
+    synth_opts : str
+        Options of Yosys's ``synth_<family>``.
+    reset : (str, int) or None
+        Button resource that resets the mesh while pressed.
+    leds : dict
+        ``{"heartbeat": (resource, number), "error": ..., "busy": ...}`` (``busy`` optional).
+    baud : int
+        Serial bridge baud rate.
+    env : dict
+        Environment the platform build needs besides the toolchain (``OPENFPGALOADER=true``:
+        the ULX3S platforms list the programmer as a required tool even for a build only).
+    """
+    name: str
+    platform: type
+    family: str
+    target_mhz: float
+    default_mesh: tuple
+    config: dict = field(default_factory=dict)
+    synth_opts: str = ""
+    reset: tuple = None
+    leds: dict = field(default_factory=dict)
+    baud: int = 115200
+    env: dict = field(default_factory=dict)
+
+    @property
+    def device(self):
+        return self.platform.device
+
+
+BOARDS = {
+    "icebreaker": Board(
+        name="icebreaker", platform=ICEBreakerPlatform, family="ice40", target_mhz=24,
+        default_mesh=(2, 2),
+        # The UP5K has 5280 logic cells, 30 4-kbit block RAMs and 8 DSPs: small cores, shallow
+        # queues, two accumulator buffers.
+        config=dict(n_feat=16, n_tok=4, n_out=16, depth=2, acc_buffers=2, psum_depth=2),
+        synth_opts="-dsp",
+        reset=("button", 0),
+        leds={"heartbeat": ("led", 1), "error": ("led", 0)},
+    ),
+    "ulx3s-85f": Board(
+        name="ulx3s-85f", platform=ULX3S_85F_Platform, family="ecp5", target_mhz=100,
+        default_mesh=(4, 4),
+        config=dict(),      # the simulators' default cores (MeshConfig's defaults)
+        reset=("button_fire", 0),
+        leds={"heartbeat": ("led", 0), "error": ("led", 1), "busy": ("led", 2)},
+        env={"OPENFPGALOADER": "true"},
+    ),
+}
+
+
+def board(name):
+    """The :class:`Board` called ``name``; a ``ValueError`` naming the known ones otherwise."""
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise ValueError(f"board must be one of {', '.join(BOARDS)}, not {name!r}") from None
+
+
+def mesh_config(board, rows=None, cols=None, **overrides):
+    """The :class:`~fabric.config.MeshConfig` of a ``rows x cols`` mesh on ``board`` (its
+    default mesh when not given); ``overrides`` change the board's core parameters."""
+    default_rows, default_cols = board.default_mesh
+    fields = {**board.config, **overrides}
+    return MeshConfig(rows=default_rows if rows is None else rows,
+                      cols=default_cols if cols is None else cols, **fields)

@@ -1,0 +1,61 @@
+"""Where a tile's logic goes: Yosys cell counts per module of the shared tile.
+
+A mesh build flattens everything, so its report says only what the whole design costs.
+:func:`tile_breakdown` synthesises the mesh's one tile module (``wse_tile``, straps as inputs)
+without flattening and counts each module's own cells, which names the blocks worth making
+cheaper. The straps are not constants here, so the totals are somewhat above a tile's share of
+a mesh build.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+from fabric.mesh import TILE_MODULE, Mesh
+from .build import tool_environment
+from .report import CELLS
+
+__all__ = ["tile_breakdown"]
+
+_SYNTH = {"ice40": "synth_ice40 -dsp", "ecp5": "synth_ecp5"}
+
+
+def tile_breakdown(config, family, out):
+    """``{module: {"luts", "ffs", ...}}`` of ``config``'s tile for ``family``, each module's
+    own cells (submodules excluded). Writes the Verilog, script and log to ``out``."""
+    env = tool_environment()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    mesh = Mesh(config)
+    mesh._MustUse__silence = True
+    (out / f"{TILE_MODULE}.v").write_text(mesh.verilog_dependencies())
+    (out / "breakdown.ys").write_text(
+        f"read_verilog {TILE_MODULE}.v\n"
+        f"{_SYNTH[family]} -noflatten -top {TILE_MODULE}\n"
+        "tee -q -o breakdown.json stat -json\n")
+    subprocess.run([env["YOSYS"], "-q", "-l", "breakdown.log", "breakdown.ys"], cwd=out,
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    stat = json.loads((out / "breakdown.json").read_text())
+    kinds = CELLS[family]
+    result = {}
+    for module, counts in stat["modules"].items():
+        cells = counts.get("num_cells_by_type", {})
+        figures = {figure: sum(cells.get(name, 0) * weight for name, weight in table.items())
+                   for figure, table in kinds.items() if isinstance(table, dict)}
+        figures["ffs"] = sum(n for name, n in cells.items() if name.startswith(kinds["ffs"]))
+        result[module.lstrip("\\")] = figures
+    return result
+
+
+if __name__ == "__main__":
+    import sys
+
+    from fpga.boards import board, mesh_config
+
+    b = board(sys.argv[1] if len(sys.argv) > 1 else "icebreaker")
+    rows, cols = (int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "1x1").split("x"))
+    figures = tile_breakdown(mesh_config(b, rows, cols), b.family,
+                             Path("build/fpga/breakdown") / f"{b.name}-{rows}x{cols}")
+    for module, f in sorted(figures.items(), key=lambda kv: -kv[1]["luts"]):
+        print(f"{f['luts']:7d} LUT {f['ffs']:6d} FF {f['brams']:3d} BRAM {f['dsps']:2d} DSP  "
+              f"{module}")

@@ -1,0 +1,134 @@
+"""Bitstream builds: a board top through Yosys and nextpnr, and the report of what it cost.
+
+:func:`build` elaborates :class:`~fpga.top.BoardTop` for a board and a mesh, runs the
+``amaranth-boards`` platform's build script with the tools chosen in ``sim/toolchain.env``
+(YoWASP by default), and returns the figures: cells from Yosys, fmax and utilisation from
+nextpnr. Everything a build writes (RTLIL, scripts, the Yosys log ``top.rpt``, the nextpnr log
+``top.tim``, both reports, the bitstream and ``build.json``) stays in its own directory,
+``<out>/<board>-<R>x<C>/``.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from sim import toolchain
+
+from .boards import board as find_board, mesh_config
+from .report import fit_error, read_reports
+from .top import BoardTop
+
+__all__ = ["BuildError", "build", "tool_environment", "DEFAULT_OUT"]
+
+DEFAULT_OUT = Path("build") / "fpga"
+
+#: The platform's bitstream file, per family.
+_BITSTREAM = {"ice40": "top.bin", "ecp5": "top.bit"}
+
+
+class BuildError(RuntimeError):
+    """A build that failed: the design does not fit, a tool failed, or it ran out of time."""
+
+
+def tool_environment():
+    """Put ``sim/toolchain.env``'s choices into ``os.environ`` where not already set (Amaranth
+    runs Yosys in this process for Verilog) and return a copy for the tools' processes."""
+    for name, value in toolchain.settings().items():
+        os.environ.setdefault(name, value)
+    return dict(os.environ)
+
+
+def _environment(board):
+    """The build's environment: ours, the toolchain's choices and the board's extras."""
+    env = tool_environment()
+    env.update({k: v for k, v in board.env.items() if k not in os.environ})
+    return env
+
+
+def _run(script, cwd, env, timeout, log):
+    """Run the build script; kill its whole process group when it overruns ``timeout``."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["sh", script], cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise BuildError(f"build did not finish in {timeout:g} s (log: {log})") from None
+
+
+def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeout=None,
+          **overrides):
+    """Build the bitstream of a ``mesh = (rows, cols)`` mesh on board ``board_name``.
+
+    ``mesh`` defaults to the board's default; ``overrides`` change its core parameters
+    (:class:`~fabric.config.MeshConfig` fields); ``clk_hz`` the target clock (the board's by
+    default); ``timeout`` bounds the tools' wall time in seconds.
+
+    Returns a dict: ``board``, ``mesh`` (``"RxC"``), ``config`` (the core parameters),
+    ``bitstream`` (path), ``luts``, ``ffs``, ``brams``, ``sprams``, ``dsps`` (synthesised
+    cells, see :data:`fpga.report.CELLS`), ``fmax_mhz``, ``target_mhz``, ``timing_met``,
+    ``luts_per_pe``, ``utilisation`` (nextpnr's, per resource), ``seconds`` and ``build_dir``.
+    Raises :class:`BuildError` when the design does not fit (naming the resource, used against
+    available) or a tool fails.
+    """
+    board = find_board(board_name)
+    rows, cols = board.default_mesh if mesh is None else mesh
+    config = mesh_config(board, rows, cols, **overrides)
+    build_dir = Path(out) / f"{board.name}-{rows}x{cols}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("stat.json", "report.json", "build.json", _BITSTREAM[board.family]):
+        (build_dir / stale).unlink(missing_ok=True)
+    env = _environment(board)
+    started = time.monotonic()
+
+    platform = board.platform()
+    top = BoardTop(board, config, clk_hz=clk_hz)
+    for filename, text in top.verilog_files().items():
+        platform.add_file(filename, text)
+    plan = platform.build(
+        top, name="top", build_dir=str(build_dir), do_build=False,
+        synth_opts=board.synth_opts,
+        script_after_synth="tee -q -o stat.json stat -json",
+        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {int(seed)}")
+    plan.extract(str(build_dir))
+    log = build_dir / "build.log"
+    code = _run(f"{plan.script}.sh", build_dir, env, timeout, log)
+    seconds = time.monotonic() - started
+    if code != 0:
+        tim = build_dir / "top.tim"
+        reason = fit_error(tim.read_text()) if tim.exists() else None
+        where = f"{rows}x{cols} mesh on {board.name} ({board.device})"
+        if reason is not None and "used" in reason:
+            raise BuildError(f"{where} does not fit: {reason} (log: {tim})")
+        raise BuildError(f"{where}: build failed ({reason or 'see the log'}; log: {log})")
+
+    figures = read_reports(build_dir, board.family)
+    bitstream = build_dir / _BITSTREAM[board.family]
+    target_mhz = top.clk_hz / 1e6
+    fmax = figures["fmax_mhz"]
+    result = {
+        "board": board.name,
+        "device": board.device,
+        "mesh": f"{rows}x{cols}",
+        "config": {k: v for k, v in config.to_dict().items() if k not in ("rows", "cols")},
+        "bitstream": str(bitstream),
+        "luts": figures["luts"],
+        "ffs": figures["ffs"],
+        "brams": figures["brams"],
+        "sprams": figures["sprams"],
+        "dsps": figures["dsps"],
+        "fmax_mhz": None if fmax is None else round(fmax, 2),
+        "target_mhz": round(target_mhz, 3),
+        "timing_met": fmax is not None and fmax >= target_mhz,
+        "luts_per_pe": round(figures["luts"] / (rows * cols), 1),
+        "utilisation": figures["utilisation"],
+        "seconds": round(seconds, 1),
+        "build_dir": str(build_dir),
+    }
+    (build_dir / "build.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,143 @@
+"""FPGA builds: board descriptions, PLL settings, report parsing, and real bitstream builds.
+
+The default suite builds one small target (a 1x1 mesh on the ULX3S-85F, about two minutes on
+two cores, bounded by a timeout); the default targets of ``make bitstream`` are ``slow``.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fpga.boards import BOARDS, board, mesh_config
+from fpga.build import BuildError, build
+from fpga.cli import build as build_command
+from fpga.clocks import ecp5_pll, ice40_pll
+from fpga.report import cell_counts, fit_error, nextpnr_report
+
+CI_TIMEOUT = 600        # seconds: a hung or runaway tool fails the test instead of the CI job
+
+KEYS = {"board", "mesh", "bitstream", "luts", "ffs", "brams", "dsps", "fmax_mhz", "target_mhz",
+        "timing_met", "luts_per_pe", "seconds"}
+
+
+def test_unknown_board_is_named():
+    with pytest.raises(ValueError, match=r"board must be one of icebreaker, ulx3s-85f, "
+                                         r"not 'de10'"):
+        board("de10")
+
+
+def test_board_configs_are_valid_meshes():
+    for b in BOARDS.values():
+        config = mesh_config(b)
+        assert (config.rows, config.cols) == b.default_mesh
+    assert mesh_config(BOARDS["icebreaker"], 1, 2).cols == 2
+
+
+@pytest.mark.parametrize("pick, f_in, f_out", [
+    (ice40_pll, 12e6, 24e6), (ice40_pll, 12e6, 36e6), (ecp5_pll, 25e6, 100e6),
+    (ecp5_pll, 25e6, 50e6),
+])
+def test_pll_settings_hit_the_frequency(pick, f_in, f_out):
+    settings = pick(f_in, f_out)
+    assert abs(settings.out_hz - f_out) / f_out < 0.01
+    params = dict(settings.params)
+    if pick is ice40_pll:
+        vco = f_in / (params["DIVR"] + 1) * (params["DIVF"] + 1)
+        assert 533e6 <= vco <= 1066e6
+        assert vco / 2 ** params["DIVQ"] == settings.out_hz
+    else:
+        assert settings.out_hz == f_in / params["CLKI_DIV"] * params["CLKFB_DIV"]
+        assert 400e6 <= settings.out_hz * params["CLKOP_DIV"] <= 800e6
+
+
+def test_pll_out_of_range_is_an_error():
+    with pytest.raises(ValueError, match="iCE40 PLL output must be in 16..275 MHz, not 5 MHz"):
+        ice40_pll(12e6, 5e6)
+
+
+def test_cell_counts_by_family():
+    stat = {"design": {"num_cells_by_type": {"LUT4": 100, "CCU2C": 10, "TRELLIS_DPR16X4": 2,
+                                             "TRELLIS_FF": 50, "DP16KD": 3, "MULT18X18D": 4}}}
+    counts = cell_counts(stat, "ecp5")
+    assert (counts["luts"], counts["ffs"], counts["brams"], counts["dsps"]) == (128, 50, 3, 4)
+    stat = {"design": {"num_cells_by_type": {"SB_LUT4": 7, "SB_DFFE": 2, "SB_DFFSR": 3,
+                                             "SB_RAM40_4K": 1, "SB_MAC16": 2}}}
+    counts = cell_counts(stat, "ice40")
+    assert (counts["luts"], counts["ffs"], counts["brams"], counts["dsps"]) == (7, 5, 1, 2)
+
+
+def test_nextpnr_report_takes_the_limiting_clock():
+    report = {"utilization": {"ICESTORM_LC": {"used": 10, "available": 5280}},
+              "fmax": {"fast": {"achieved": 90.0, "constraint": 100.0},
+                       "slow": {"achieved": 30.0, "constraint": 24.0}}}
+    fmax, constraint, utilisation = nextpnr_report(report)
+    assert (fmax, constraint) == (90.0, 100.0)
+    assert utilisation["ICESTORM_LC"] == {"used": 10, "available": 5280}
+    assert nextpnr_report({"utilization": {}})[0] is None
+
+
+def test_fit_error_names_the_resource():
+    log = ("Info: Device utilisation:\n"
+           "Info: \t         ICESTORM_LC:    5738/   5280   108%\n"
+           "Info: \t        ICESTORM_RAM:       5/     30    16%\n"
+           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
+           "'ICESTORM_LC'\n")
+    assert fit_error(log) == "ICESTORM_LC 5738 used, 5280 available"
+    assert fit_error("ERROR: something else\n") == "something else"
+    assert fit_error("Info: all well\n") is None
+
+
+def test_cli_rejects_bad_mesh_and_board():
+    runner = CliRunner()
+    result = runner.invoke(build_command, ["--board", "icebreaker", "--mesh", "0x2"])
+    assert result.exit_code != 0 and "mesh must be ROWSxCOLS" in result.output
+    result = runner.invoke(build_command, ["--board", "de10"])
+    assert result.exit_code != 0 and "'de10' is not one of" in result.output
+
+
+def _check_report(result, rows, cols):
+    assert KEYS <= set(result)
+    assert result["mesh"] == f"{rows}x{cols}"
+    bitstream = Path(result["bitstream"])
+    assert bitstream.is_file() and bitstream.stat().st_size > 0
+    assert result["luts"] > 0 and result["ffs"] > 0
+    assert result["dsps"] >= rows * cols          # one MAC per core, in a DSP block
+    assert result["fmax_mhz"] is not None and 1 < result["fmax_mhz"] < 1000
+    assert result["timing_met"] == (result["fmax_mhz"] >= result["target_mhz"])
+    assert result["luts_per_pe"] == pytest.approx(result["luts"] / (rows * cols), abs=0.1)
+    json.dumps(result)
+
+
+@pytest.mark.xdist_group("fpga_build")
+def test_small_build_through_the_cli(tmp_path):
+    """The CI build: a 1x1 mesh on the ULX3S-85F, through ``wse build --json``."""
+    from fpga import cli
+
+    runner = CliRunner()
+    result = runner.invoke(cli.build, ["--board", "ulx3s-85f", "--mesh", "1x1", "--out",
+                                       str(tmp_path), "--json"],
+                           catch_exceptions=False, env={"WSE_BUILD_TIMEOUT": str(CI_TIMEOUT)})
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    _check_report(report, 1, 1)
+    assert report["board"] == "ulx3s-85f"
+    assert (tmp_path / "ulx3s-85f-1x1" / "top.tim").is_file()
+
+
+def test_runaway_tools_are_stopped(tmp_path):
+    from fpga.build import _run
+
+    (tmp_path / "hang.sh").write_text("sleep 30\n")
+    with pytest.raises(BuildError, match=r"build did not finish in 0.5 s"):
+        _run("hang.sh", tmp_path, None, 0.5, tmp_path / "hang.log")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(BOARDS))
+def test_default_targets(name, tmp_path):
+    """``make bitstream``'s targets: the board's default mesh."""
+    b = BOARDS[name]
+    result = build(name, out=tmp_path, timeout=7200)
+    _check_report(result, *b.default_mesh)
