@@ -9,6 +9,12 @@
   and a corrupted byte on the line that is counted, reported and never becomes a wavelet.
 """
 
+import contextlib
+import json
+import socket
+import threading
+import time
+
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
@@ -18,7 +24,11 @@ from fabric import serial_frames as sf
 from fabric.config import MeshConfig
 from fabric.mesh_model import MeshModel
 from fpga.bridge import MeshBridge
+from sim.board import BoardError, BoardSystem
+from sim.system import GoldenSystem
 from tb.uart_sim import receive_bytes, send_bytes
+
+from .test_mesh_cocotb import check_gemm, random_gemm
 
 # --- the frame codec ---------------------------------------------------------------------------
 
@@ -28,6 +38,19 @@ def test_crc8_is_crc8_smbus():
     frame = sf.wavelet_frame(3, 0x3F_1234_5678)
     assert frame == bytes([0xA5, 0x03, 0x78, 0x56, 0x34, 0x12, 0x3F, sf.crc8(frame[1:7])])
     assert sf.crc8(frame[1:]) == 0
+
+
+def test_crc8_catches_every_error_of_up_to_three_bits_in_a_frame():
+    """What docs/bridge.md claims: no 1-, 2- or 3-bit error over command, payload and CRC
+    leaves a frame that checks."""
+    from itertools import combinations
+
+    body = sf.wavelet_frame(1, 0x2A_DEAD_BEEF)[1:]
+    value, bits = int.from_bytes(body, "little"), 8 * len(body)
+    for k in (1, 2, 3):
+        for flips in combinations(range(bits), k):
+            flipped = value ^ sum(1 << b for b in flips)
+            assert sf.crc8(flipped.to_bytes(len(body), "little")) != 0, flips
 
 
 def test_host_frames_decode_and_every_fault_is_named():
@@ -139,3 +162,111 @@ def test_bridge_turns_good_frames_into_wavelets_and_counts_every_bad_one():
     assert status.flags == sf.Flag.BAD_FRAME and status.cycles > 0
     # fifo_depth 4: a credit of 2 for every 2 wavelets taken, none left over after the status
     assert [r for r in replies if r[0] == "credit"] == [("credit", 0, 2)] * 2
+
+
+# --- BoardSystem over pyserial against the bridge under cocotb ---------------------------------
+
+SIM_DIVISOR = 8             # clock cycles a bit: 8 MHz at 1 Mbaud
+MESH_2X2 = MeshConfig(2, 2, n_feat=8, n_tok=4, n_out=8)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def board_session(config, sim, *, corrupt=(), timeout=60.0):
+    """A :class:`BoardSystem` on ``socket://`` to ``config``'s bridge simulated on ``sim``;
+    yields ``(system, outcome)``, ``outcome["result"]`` the cocotb run's once it ended."""
+    from sim.cocotb_run import build_once, run
+
+    built = build_once(
+        lambda: MeshBridge(config, clk_hz=SIM_DIVISOR * 1_000_000, baud=1_000_000),
+        key=json.dumps(config.to_dict(), sort_keys=True),
+        top=f"wse_bridge_{config.rows}x{config.cols}", sim=sim, ports_only=True)
+    port = _free_port()
+    params = {"config": config.to_dict(), "divisor": SIM_DIVISOR, "port": port,
+              "corrupt": list(corrupt)}
+    outcome = {}
+
+    def target():
+        outcome["result"] = run(built, module="tb.bridge_tb", params=params,
+                                name=f"bridge-{port}", timeout=600)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            system = BoardSystem(config, port=f"socket://127.0.0.1:{port}", baud=1_000_000,
+                                 timeout=timeout)
+            break
+        except BoardError as e:
+            if "cannot open" not in str(e) or not thread.is_alive() \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    try:
+        yield system, outcome
+    finally:
+        system.close()
+        thread.join(timeout=120)
+
+
+def _gemms(board, golden, figure, cases, seed=7):
+    rng = np.random.default_rng(seed)
+    for shape, sparsity, kwargs in cases:
+        W, X = random_gemm(rng, *shape, sparsity, 0.2)
+        got = check_gemm(board, golden, W, X, figure, **kwargs)
+        assert got.cycles > 0 and not got.error
+
+
+@pytest.mark.xdist_group("icarus")
+def test_board_system_over_pyserial_reports_a_corrupted_frame_and_is_bit_exact(figure):
+    """1x1 bridge on Icarus, the host on ``socket://``. First a bit flipped on the line inside
+    a LOAD frame: the bridge drops that frame and counts it, the host raises, and the mesh
+    then holds exactly what the golden model holds when that one LOAD never arrived (the load
+    pointer did not move for it): dropped, not altered. Then GEMMs, bit-exact."""
+    config = ONE
+    core = config.core(0, 0)
+    values = [11, -22, 33, -44, 55, -66, 77, -88]
+    words = [pe_model.addr(core, 0), *pe_model.load(core, values)]
+    hit = 8 + 8 * 3 + 3     # after the 8-byte open status request, a data byte of words[3]
+    start = time.monotonic()
+    with board_session(config, "icarus", corrupt=[hit]) as (board, outcome):
+        with pytest.raises(BoardError, match=r"counted 1 bad frame\(s\) in this exchange"
+                                             r" .*never entered the mesh") as raised:
+            board.exchange({0: words})
+        assert raised.value.exchange is not None and not raised.value.exchange.error
+        assert board.last_status.bad_frames == 1
+        assert board.last_status.flags == sf.Flag.BAD_FRAME
+        golden = GoldenSystem(config)
+        golden.exchange({0: words[:3] + words[4:]})           # the LOAD of 33 never came
+        x = board.memcpy_d2h("X", 0, 0, 1, 1, 8)              # the link works on
+        np.testing.assert_array_equal(x, golden.memcpy_d2h("X", 0, 0, 1, 1, 8))
+        assert list(x.ravel()) == [11, -22, -44, 55, -66, 77, -88, 0]
+        _gemms(board, golden, figure, [((4, 4, 2), 0.5, {})])
+        assert board.bad_frames == 1                          # no more since
+        frames = board.frames_sent
+    result = outcome["result"]
+    assert result.passed, result.failures
+    figure(f"bridge 1x1 icarus: {frames} wavelet frames, 1 corrupted on the line: 1 bad "
+           f"frame counted and reported, its LOAD dropped (not altered); GEMMs bit-exact; "
+           f"{time.monotonic() - start:.0f} s wall")
+
+
+@pytest.mark.slow
+def test_board_system_runs_gemms_through_a_2x2_bridge_on_verilator(figure):
+    config = MESH_2X2
+    start = time.monotonic()
+    with board_session(config, "verilator") as (board, outcome), GoldenSystem(config) as golden:
+        _gemms(board, golden, figure, [((6, 8, 8), 0.5, {}), ((8, 8, 8), 0.0, {"raw": True}),
+                                       ((8, 8, 6), 0.9, {"balance": False})])
+        assert board.bad_frames == 0 and not board.last_status.flags
+        frames = board.frames_sent
+    result = outcome["result"]
+    assert result.passed, result.failures
+    figure(f"bridge 2x2 verilator: {frames} wavelet frames, 0 bad frames, "
+           f"{time.monotonic() - start:.0f} s wall")
