@@ -19,7 +19,7 @@ there are, so the final ``weights_digest`` is too.
 """
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -69,7 +69,6 @@ class TrainSettings:
     seed: int = 0
     memory_bytes: int | None = None
     check_golden: bool = False
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.swarm not in TRANSPORTS:
@@ -242,7 +241,7 @@ class Trainer:
             "model_bytes_int16": sum(2 * s.n_in * s.n_out for s in self.memoryx.layers),
             "mesh_sram_bytes": self.config.sram_bytes,
             "swarmx": self.swarm.stats(), "memoryx": self.memoryx.store.stats(),
-            "settings": {k: v for k, v in asdict(self.s).items() if k != "extra"},
+            "settings": asdict(self.s),
             "seconds": round(getattr(self, "seconds", 0.0), 2),
             "history": self.history, "evaluations": self.evaluations,
         }

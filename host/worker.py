@@ -76,6 +76,7 @@ class MeshWorker:
         """``W @ X`` on the mesh, tiled; ``(Y, cycles, dense_cycles, overflow)`` (without
         ``model``, cycles the mesh did not measure are 0 instead of modelled)."""
         fmt = self.config.fmt
+        cycles, dense = [], []
 
         def block(Wb, Xb, raw):
             result = self.system.gemm(Wb, Xb, raw=raw)
@@ -87,19 +88,17 @@ class MeshWorker:
                 if bad:
                     raise GoldenMismatch(f"system {self.index}: {what}: {bad} of {want.size} "
                                          f"results differ from the golden model")
-            if not model:
-                result.cycles, result.dense_cycles = result.cycles or 0, 0
-                return result
-            if result.cycles is None:
-                result.cycles = predict_cycles(result.program, Xb)
-            dense = np.where(Wb != 0, Wb, 1)
-            result.dense_cycles = predict_cycles(compile_gemm(self.config, dense, Xb, raw=raw),
-                                                 Xb)
+            if result.cycles is not None:
+                cycles.append(result.cycles)
+            elif model:
+                cycles.append(predict_cycles(result.program, Xb))
+            if model:       # the same GEMM with every weight present
+                full = compile_gemm(self.config, np.where(Wb != 0, Wb, 1), Xb, raw=raw)
+                dense.append(predict_cycles(full, Xb))
             return result
 
         tiled = run_tiled(self.config, W, np.clip(X, fmt.operand_min, fmt.operand_max), block)
-        dense = sum(r.dense_cycles for r in tiled.results)
-        return tiled.y, tiled.cycles, dense, tiled.overflow
+        return tiled.y, sum(cycles), sum(dense), tiled.overflow
 
     def _saturate(self, values):
         fmt = self.config.fmt
