@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from fabric.config import MeshConfig
 from fabric.mesh import AxiStreamMesh
-from fabric.serial_frames import CRC_POLY, DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op
+from fabric.serial_frames import DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op, crc8
 from rtl.wavelet import WAVELET_BITS
 
 from .uart import UARTRx, UARTTx, divisor_for
@@ -26,12 +26,14 @@ SETTLE_CYCLES = 2
 
 
 def crc8_step(crc, byte):
-    """The CRC-8 of :func:`fabric.serial_frames.crc8`: ``crc`` continued by ``byte``, as logic."""
+    """The CRC-8 of :func:`fabric.serial_frames.crc8`: ``crc`` continued by ``byte``, as logic.
+
+    The CRC of one byte is linear in ``crc ^ byte``: each output bit is the XOR of the input
+    bits whose unit vectors set it (one level of XORs, the table taken from the codec itself).
+    """
     value = crc ^ byte
-    for _ in range(8):
-        shifted = (value << 1)[:8]
-        value = Mux(value[7], shifted ^ CRC_POLY, shifted)
-    return value
+    return Cat(*(Cat(*(value[i] for i in range(8) if crc8(bytes([1 << i])) >> j & 1)).xor()
+                 for j in range(8)))
 
 
 class MeshBridge(wiring.Component):

@@ -23,7 +23,7 @@ from fabric import pe_model
 from fabric import serial_frames as sf
 from fabric.config import MeshConfig
 from fabric.mesh_model import MeshModel
-from fpga.bridge import MeshBridge
+from fpga.bridge import MeshBridge, crc8_step
 from sim.board import BoardError, BoardSystem
 from sim.system import GoldenSystem
 from tb.uart_sim import receive_bytes, send_bytes
@@ -94,13 +94,36 @@ def test_replies_decode_across_chunk_boundaries_and_a_bad_checksum_is_caught():
         sf.ReplyDecoder().feed(b"\x00")
 
 
+def test_crc8_logic_equals_the_codec():
+    import random
+
+    from amaranth.hdl import Module, Signal
+
+    crc, byte, out = Signal(8), Signal(8), Signal(8)
+    m = Module()
+    m.d.comb += out.eq(crc8_step(crc, byte))
+    rng = random.Random(8)
+    cases = [(0, 0), (0xFF, 0xFF), (0, 0xA5), *((rng.randrange(256), rng.randrange(256))
+                                                  for _ in range(100))]
+
+    async def check(ctx):
+        for c, b in cases:
+            ctx.set(crc, c)
+            ctx.set(byte, b)
+            assert ctx.get(out) == sf.crc8(bytes([b]), c), (c, b)
+
+    sim = Simulator(m)
+    sim.add_testbench(check)
+    sim.run()
+
+
 # --- the bridge in Amaranth's simulator --------------------------------------------------------
 
 ONE = MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4)
 DIVISOR = 4
 
 
-def run_bridge(config, stream, *, fifo_depth=4, bad_stop=(), settle=400):
+def run_bridge(config, stream, *, fifo_depth=4, bad_stop=(), settle=100):
     """Send ``stream`` (bytes) to a bridge of ``config``; return (the words its intakes took,
     the decoded replies). ``bad_stop``: indices of bytes sent with a framing error."""
     dut = MeshBridge(config, clk_hz=DIVISOR * 1_000_000, baud=1_000_000,
@@ -270,3 +293,58 @@ def test_board_system_runs_gemms_through_a_2x2_bridge_on_verilator(figure):
     assert result.passed, result.failures
     figure(f"bridge 2x2 verilator: {frames} wavelet frames, 0 bad frames, "
            f"{time.monotonic() - start:.0f} s wall")
+
+
+# --- clear errors -------------------------------------------------------------------------------
+
+
+def test_bridge_parameters_are_checked_with_clear_messages():
+    with pytest.raises(TypeError, match=r"^config must be a MeshConfig, not 'x'$"):
+        MeshBridge("x", clk_hz=8_000_000, baud=1_000_000)
+    with pytest.raises(ValueError, match=r"^clk_hz // baud must be at least 4 clock cycles"):
+        MeshBridge(ONE, clk_hz=3_000_000, baud=1_000_000)
+    with pytest.raises(ValueError, match=r"^baud 115200 from clk_hz 1000000 \(divisor 8\) is off"):
+        MeshBridge(ONE, clk_hz=1_000_000, baud=115_200)
+    with pytest.raises(ValueError, match=r"^fifo_depth must be in 2..256, not 1$"):
+        MeshBridge(ONE, clk_hz=8_000_000, baud=1_000_000, fifo_depth=1)
+    assert MeshBridge(ONE, clk_hz=24_000_000, baud=115_200).divisor == 208
+    for kwargs, message in [({"baud": 0}, r"^baud must be a positive integer, not 0$"),
+                            ({"timeout": -1}, r"^timeout must be a positive number of seconds"),
+                            ({"fifo_depth": 300}, r"^fifo_depth must be an integer in 2..256")]:
+        with pytest.raises(ValueError, match=message):
+            BoardSystem(ONE, port="loop://", **kwargs)
+
+
+@contextlib.contextmanager
+def fake_bridge(answer):
+    """A TCP server that reads host bytes and writes ``answer(data)`` back."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(answer(data))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"socket://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def test_board_system_names_a_dead_port_a_silent_bridge_and_a_corrupt_reply():
+    with pytest.raises(BoardError, match=r"^cannot open the serial port 'socket://127.0.0.1:"):
+        BoardSystem(ONE, port=f"socket://127.0.0.1:{_free_port()}", timeout=0.2)
+    with fake_bridge(lambda data: b"") as url, \
+            pytest.raises(BoardError, match=r"no reply from the bridge on 'socket://.*' within "
+                                            r"0.2 s while waiting for the status reply"):
+        BoardSystem(ONE, port=url, timeout=0.2)
+    broken = bytearray(sf.status_frame(0, 0, 0))
+    broken[3] ^= 1
+    with fake_bridge(lambda data: bytes(broken)) as url, \
+            pytest.raises(BoardError, match=r"reply from the bridge .* is corrupt: .*checksum"):
+        BoardSystem(ONE, port=url, timeout=2)
