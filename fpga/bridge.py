@@ -46,7 +46,8 @@ class MeshBridge(wiring.Component):
     over the columns); every ``fifo_depth // 2`` wavelets a row's intake takes are returned to
     the host as a credit frame. A status request is answered once every FIFO is empty, the mesh
     has been idle for :data:`SETTLE_CYCLES` cycles and every outlet frame has gone, with the
-    cycles of the exchange, the flags and the bad-frame count (:class:`fabric.serial_frames.Status`).
+    cycles of the exchange, the flags and the bad-frame count
+    (:class:`fabric.serial_frames.Status`).
 
     Throughput is the UART's: a host frame every ``80 * divisor`` cycles at best.
 

@@ -63,6 +63,7 @@ class BoardSystem(System):
         self._decoder = sf.ReplyDecoder()
         self.bad_frames = 0          # bad frames the bridge had counted at the last status
         self.frames_sent = 0
+        self.credit_waits = 0        # times the host stopped because no row had credit left
         self.last_status = None
         try:
             self._serial.reset_input_buffer()
@@ -153,6 +154,7 @@ class BoardSystem(System):
         queues = {r: deque(words) for r, words in streams.items() if words}
         credits = {r: self.fifo_depth for r in range(rows)}   # every FIFO empty after a status
         outlets = self._outlets()
+        waiting = False
         while queues:
             batch = bytearray()
             for r in list(queues):              # one frame a row a round: rows move together
@@ -163,9 +165,12 @@ class BoardSystem(System):
                     if not queues[r]:
                         del queues[r]
             if batch:
+                waiting = False
                 self._write(batch)
                 self._take(self._replies(), outlets, credits)
             else:                               # every row with words left waits for credit
+                self.credit_waits += not waiting
+                waiting = True
                 self._take(self._replies(time.monotonic() + self.timeout,
                                          f"credit for rows {sorted(queues)}"), outlets, credits)
         self._write(sf.status_request())

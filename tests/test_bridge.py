@@ -200,14 +200,15 @@ def _free_port():
 
 
 @contextlib.contextmanager
-def board_session(config, sim, *, corrupt=(), timeout=60.0):
+def board_session(config, sim, *, corrupt=(), fifo_depth=sf.DEFAULT_FIFO_DEPTH, timeout=60.0):
     """A :class:`BoardSystem` on ``socket://`` to ``config``'s bridge simulated on ``sim``;
     yields ``(system, outcome)``, ``outcome["result"]`` the cocotb run's once it ended."""
     from sim.cocotb_run import build_once, run
 
     built = build_once(
-        lambda: MeshBridge(config, clk_hz=SIM_DIVISOR * 1_000_000, baud=1_000_000),
-        key=json.dumps(config.to_dict(), sort_keys=True),
+        lambda: MeshBridge(config, clk_hz=SIM_DIVISOR * 1_000_000, baud=1_000_000,
+                           fifo_depth=fifo_depth),
+        key=json.dumps([config.to_dict(), fifo_depth], sort_keys=True),
         top=f"wse_bridge_{config.rows}x{config.cols}", sim=sim, ports_only=True)
     port = _free_port()
     params = {"config": config.to_dict(), "divisor": SIM_DIVISOR, "port": port,
@@ -224,7 +225,7 @@ def board_session(config, sim, *, corrupt=(), timeout=60.0):
     while True:
         try:
             system = BoardSystem(config, port=f"socket://127.0.0.1:{port}", baud=1_000_000,
-                                 timeout=timeout)
+                                 timeout=timeout, fifo_depth=fifo_depth)
             break
         except BoardError as e:
             if "cannot open" not in str(e) or not thread.is_alive() \
@@ -251,14 +252,15 @@ def test_board_system_over_pyserial_reports_a_corrupted_frame_and_is_bit_exact(f
     """1x1 bridge on Icarus, the host on ``socket://``. First a bit flipped on the line inside
     a LOAD frame: the bridge drops that frame and counts it, the host raises, and the mesh
     then holds exactly what the golden model holds when that one LOAD never arrived (the load
-    pointer did not move for it): dropped, not altered. Then GEMMs, bit-exact."""
+    pointer did not move for it): dropped, not altered. Then a GEMM, bit-exact. The bridge's
+    FIFOs hold 4 wavelets, so the host waits for credits in every exchange of more."""
     config = ONE
     core = config.core(0, 0)
     values = [11, -22, 33, -44, 55, -66, 77, -88]
     words = [pe_model.addr(core, 0), *pe_model.load(core, values)]
     hit = 8 + 8 * 3 + 3     # after the 8-byte open status request, a data byte of words[3]
     start = time.monotonic()
-    with board_session(config, "icarus", corrupt=[hit]) as (board, outcome):
+    with board_session(config, "icarus", corrupt=[hit], fifo_depth=4) as (board, outcome):
         with pytest.raises(BoardError, match=r"counted 1 bad frame\(s\) in this exchange"
                                              r" .*never entered the mesh") as raised:
             board.exchange({0: words})
@@ -272,11 +274,13 @@ def test_board_system_over_pyserial_reports_a_corrupted_frame_and_is_bit_exact(f
         assert list(x.ravel()) == [11, -22, -44, 55, -66, 77, -88, 0]
         _gemms(board, golden, figure, [((4, 4, 2), 0.5, {})])
         assert board.bad_frames == 1                          # no more since
-        frames = board.frames_sent
+        assert board.credit_waits > 0
+        frames, waits = board.frames_sent, board.credit_waits
     result = outcome["result"]
     assert result.passed, result.failures
-    figure(f"bridge 1x1 icarus: {frames} wavelet frames, 1 corrupted on the line: 1 bad "
-           f"frame counted and reported, its LOAD dropped (not altered); GEMMs bit-exact; "
+    figure(f"bridge 1x1 icarus: {frames} wavelet frames ({waits} waits for credit), 1 "
+           f"corrupted on the line: 1 bad frame counted and reported, its LOAD dropped (not "
+           f"altered); GEMM bit-exact; "
            f"{time.monotonic() - start:.0f} s wall")
 
 
@@ -288,10 +292,11 @@ def test_board_system_runs_gemms_through_a_2x2_bridge_on_verilator(figure):
         _gemms(board, golden, figure, [((6, 8, 8), 0.5, {}), ((8, 8, 8), 0.0, {"raw": True}),
                                        ((8, 8, 6), 0.9, {"balance": False})])
         assert board.bad_frames == 0 and not board.last_status.flags
-        frames = board.frames_sent
+        frames, waits = board.frames_sent, board.credit_waits
     result = outcome["result"]
     assert result.passed, result.failures
-    figure(f"bridge 2x2 verilator: {frames} wavelet frames, 0 bad frames, "
+    figure(f"bridge 2x2 verilator: {frames} wavelet frames ({waits} waits for credit), 0 bad "
+           f"frames, "
            f"{time.monotonic() - start:.0f} s wall")
 
 
