@@ -353,3 +353,51 @@ def test_board_system_names_a_dead_port_a_silent_bridge_and_a_corrupt_reply():
     with fake_bridge(lambda data: bytes(broken)) as url, \
             pytest.raises(BoardError, match=r"reply from the bridge .* is corrupt: .*checksum"):
         BoardSystem(ONE, port=url, timeout=2)
+
+
+class BridgeModel:
+    """The bridge's protocol in Python over the golden mesh model, for :func:`fake_bridge`: a
+    credit as soon as a row's ``fifo_depth // 2`` wavelets are in (the mesh takes them at
+    once), the exchange run at the status request, outlet frames column after column."""
+
+    def __init__(self, config, fifo_depth):
+        self.config, self.chunk = config, fifo_depth // 2
+        self.model = MeshModel(config)
+        self.buffer, self.streams, self.taken = b"", {}, {}
+
+    def __call__(self, data):
+        self.buffer += data
+        out = bytearray()
+        while len(self.buffer) >= sf.HOST_FRAME_BYTES:
+            frame = sf.decode_host_frame(self.buffer[:sf.HOST_FRAME_BYTES], self.config.rows)
+            self.buffer = self.buffer[sf.HOST_FRAME_BYTES:]
+            if frame[0] == "wavelet":
+                _, row, word = frame
+                self.streams.setdefault(row, []).append(word)
+                self.taken[row] = self.taken.get(row, 0) + 1
+                if self.taken[row] == self.chunk:
+                    out += sf.credit_frame(row, self.chunk)
+                    self.taken[row] = 0
+            else:
+                for col, words in self.model.exchange(self.streams).items():
+                    out += b"".join(sf.outlet_frame(col, w) for w in words)
+                out += sf.status_frame(0, sf.Flag.ERROR * bool(self.model.error), 0)
+                self.streams, self.taken = {}, {}
+        return bytes(out)
+
+
+def test_board_system_paces_rows_by_credit_and_sorts_outlets_by_column():
+    """The host side alone, against :class:`BridgeModel` on a 2x3 mesh with 4-deep FIFOs:
+    GEMMs equal the golden System's, results and counters."""
+    config = MeshConfig(2, 3, n_feat=8, n_tok=2, n_out=8)
+    with fake_bridge(BridgeModel(config, 4)) as url, \
+            BoardSystem(config, port=url, timeout=10, fifo_depth=4) as board, \
+            GoldenSystem(config) as golden:
+        rng = np.random.default_rng(11)
+        for shape, kwargs in [((8, 12, 6), {}), ((6, 16, 5), {"raw": True})]:
+            W, X = random_gemm(rng, *shape, 0.3)
+            got, want = board.gemm(W, X, **kwargs), golden.gemm(W, X, **kwargs)
+            np.testing.assert_array_equal(got.y, want.y)
+            for name, value in want.counters.items():
+                np.testing.assert_array_equal(got.counters[name], value, err_msg=name)
+        assert board.credit_waits > 0 and board.bad_frames == 0
