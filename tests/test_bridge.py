@@ -175,7 +175,7 @@ def test_bridge_turns_good_frames_into_wavelets_and_counts_every_bad_one():
                sf.wavelet_frame(0, good[3]), sf.status_request()]
     stream = b"".join(frames)
     framing = stream.index(frames[5]) + 4
-    taken, replies, dut = run_bridge(ONE, stream, bad_stop={framing})
+    taken, replies, _ = run_bridge(ONE, stream, bad_stop={framing})
     assert taken == [(0, w) for w in good]               # nothing else entered the mesh
     want = MeshModel(ONE).exchange({0: good})
     outlets = [(c, w) for kind, c, w in replies[:-1] if kind == "outlet"]
