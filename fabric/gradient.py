@@ -2,9 +2,10 @@
 
 In weight-streaming training the host streams the sparsity mask's indices (not values) and every
 core adds the products of its tokens; the owner sends the totals out (``docs/host.md``). The
-mesh's RTL does not run this pass yet, so the systems compute it here, with the datapath's
-rules: exact products, the total saturated to the accumulator range (a saturation is counted).
-Totals are ``int64``, so SwarmX's sums over systems are exact.
+mesh's RTL does not run this pass yet, so the systems compute it here: exact products summed in
+64 bits, never saturated, so that SwarmX's sums over systems are exact and a batch split over
+any number of systems gives the same gradient. Totals beyond the 32-bit accumulator's range are
+counted (a 32-bit gradient pass in RTL would saturate them).
 """
 
 import numpy as np
@@ -15,8 +16,8 @@ __all__ = ["gradient_reference"]
 
 
 def gradient_reference(fmt, rows, cols, dY, X):
-    """``(totals, saturated)``: for each index ``k``, ``sum_t dY[rows[k], t] * X[cols[k], t]``
-    saturated to ``fmt``'s accumulator range, and how many totals saturated."""
+    """``(totals, beyond)``: for each index ``k``, ``sum_t dY[rows[k], t] * X[cols[k], t]``
+    exactly (``int64``), and how many totals lie beyond ``fmt``'s accumulator range."""
     dY = check_operands(fmt, dY, "dY")
     X = check_operands(fmt, X, "X")
     if dY.ndim != 2 or X.ndim != 2 or dY.shape[1] != X.shape[1]:
@@ -28,5 +29,5 @@ def gradient_reference(fmt, rows, cols, dY, X):
     for a in range(0, rows.size, step):
         r, c = rows[a:a + step], cols[a:a + step]
         totals[a:a + step] = np.einsum("kt,kt->k", dY[r], X[c])
-    clipped = np.clip(totals, fmt.acc_min, fmt.acc_max)
-    return clipped, int(np.count_nonzero(clipped != totals))
+    beyond = (totals < fmt.acc_min) | (totals > fmt.acc_max)
+    return totals, int(np.count_nonzero(beyond))

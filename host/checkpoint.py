@@ -31,9 +31,12 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used: missing, corrupt, or for another model."""
 
 
-def digest(arrays):
-    """SHA-256 (hex) over ``arrays`` in name order: names, dtypes, shapes and bytes."""
+def digest(arrays, meta=None):
+    """SHA-256 (hex) over ``arrays`` in name order (names, dtypes, shapes and bytes) and, if
+    given, ``meta`` as canonical JSON."""
     h = hashlib.sha256()
+    if meta is not None:
+        h.update(json.dumps(meta, sort_keys=True).encode())
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
@@ -52,7 +55,7 @@ def save(path, meta, arrays):
             raise ValueError(f"array {name!r} has dtype {np.asarray(a).dtype}: only numbers "
                              f"go in a checkpoint")
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
-    sha = digest(arrays)
+    sha = digest(arrays, meta)
     header = {"format": FORMAT, "version": VERSION, "sha256": sha, "meta": meta}
     blob = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,13 +96,15 @@ def load(path):
         header = json.loads(arrays.pop(_META).tobytes().decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"checkpoint {path} has a corrupt header: {error}") from None
+    if not isinstance(header, dict) or "meta" not in header:
+        raise CheckpointError(f"checkpoint {path} has a corrupt header (no meta)")
     if header.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a wse-mini checkpoint (format "
                               f"{header.get('format')!r})")
     if header.get("version") != VERSION:
         raise CheckpointError(f"checkpoint {path} is version {header.get('version')!r}; this "
                               f"wse-mini reads version {VERSION}")
-    if digest(arrays) != header.get("sha256"):
-        raise CheckpointError(f"checkpoint {path} is corrupt: its arrays do not match the "
+    if digest(arrays, header["meta"]) != header.get("sha256"):
+        raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the "
                               f"SHA-256 in its header")
     return header["meta"], arrays

@@ -32,7 +32,8 @@ class LayerStream:
     -------
     name : str
     shape : (n_out, n_in)
-    indptr : (n_out + 1,) int32, output ``o``'s weights are ``indices/values[indptr[o]:indptr[o+1]]``
+    indptr : (n_out + 1,) int32, output ``o``'s weights are
+        ``indices[indptr[o]:indptr[o + 1]]`` and ``values[...]``
     indices : (nnz_mask,) int32, input features, ascending within an output
     values : (nnz_mask,) int16, quantised weights (zero where a masked weight rounds to zero)
     bias : (n_out,) int16, quantised bias

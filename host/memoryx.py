@@ -154,12 +154,12 @@ class MemoryX:
         missing = {s.name for s in self.layers} - set(grads)
         if missing:
             raise ValueError(f"no gradients for layers {sorted(missing)}")
-        self.t += 1
-        for spec in self.layers:
+        checked = {}
+        for spec in self.layers:        # every gradient checked before anything changes
             dW, db = grads[spec.name]
-            g = self.store.get(spec.name)
-            mask = g["mask"]
+            mask = self.store.get(spec.name)["mask"]
             dW = np.asarray(dW, dtype=np.float32)
+            db = np.asarray(db, dtype=np.float32)
             if dW.shape != mask.shape:
                 if dW.shape != (np.count_nonzero(mask),):
                     raise ValueError(f"{spec.name}: dW must be {mask.shape} or its "
@@ -167,6 +167,14 @@ class MemoryX:
                 full = np.zeros(mask.shape, dtype=np.float32)
                 full[mask] = dW
                 dW = full
+            if db.shape != (spec.n_out,):
+                raise ValueError(f"{spec.name}: db must be ({spec.n_out},), not {db.shape}")
+            checked[spec.name] = dW, db
+        self.t += 1
+        for spec in self.layers:
+            dW, db = checked[spec.name]
+            g = self.store.get(spec.name)
+            mask = g["mask"]
             for param, grad, where in (("W", dW, mask), ("b", db, None)):
                 state = {k.split(".", 1)[1]: a for k, a in g.items()
                          if k.startswith(param + ".")}
@@ -245,10 +253,18 @@ class MemoryX:
         if extra_arrays:
             raise CheckpointError(f"checkpoint {path} has arrays this model does not: "
                                   f"{sorted(extra_arrays)[:4]}")
+        t = theirs.get("t")
+        if not isinstance(t, int) or t < 0:
+            raise CheckpointError(f"checkpoint {path} has no valid step count (t = {t!r})")
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = theirs.get("rng")
+        except (TypeError, ValueError, KeyError) as error:
+            raise CheckpointError(f"checkpoint {path} has no valid mask generator state: "
+                                  f"{error}") from None
         for name, group in groups.items():           # nothing changes before this line
             self.store.put(name, group)
-        self.t = int(theirs["t"])
-        self.rng.bit_generator.state = theirs["rng"]
+        self.t, self.rng = t, rng
         return meta.get("extra")
 
     def close(self):

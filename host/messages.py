@@ -42,5 +42,6 @@ def decode(data):
     for key, (dtype, shape, offset, length) in head["arrays"].items():
         if np.dtype(dtype).kind not in _KINDS:
             raise ValueError(f"{key}: dtype {dtype} is not numeric")
-        message[key] = np.frombuffer(body[offset:offset + length], dtype=dtype).reshape(shape).copy()
+        raw = np.frombuffer(body[offset:offset + length], dtype=dtype)
+        message[key] = raw.reshape(shape).copy()
     return message

@@ -106,28 +106,31 @@ class SwarmX:
 
     def broadcast(self, stream, requests):
         """Send ``stream`` (a layer's bytes) to every system with its own ``requests[i]`` (a
-        dict: ``op`` and arguments); returns the replies in system order."""
+        dict: ``op`` and arguments, or ``None`` for a system with nothing to do); returns the
+        replies in system order (``None`` where the request was)."""
         if len(requests) != self.systems:
             raise ValueError(f"broadcast needs {self.systems} requests, not {len(requests)}")
         payload = np.frombuffer(stream, dtype=np.uint8)
         self.link_bytes["broadcast"] += len(stream)
-        replies = self._leaves.call([encode(r | {"stream": payload}) for r in requests])
-        return [self._reply(i, data) for i, data in enumerate(replies)]
+        return self.call([None if r is None else r | {"stream": payload} for r in requests])
 
     def call(self, requests):
-        """Requests without a stream (one per system); the replies."""
-        replies = self._leaves.call([encode(r) for r in requests])
+        """One request per system (or ``None``), without a stream; the replies."""
+        replies = self._leaves.call([None if r is None else encode(r) for r in requests])
         return [self._reply(i, data) for i, data in enumerate(replies)]
 
     @staticmethod
     def _reply(i, data):
+        if data is None:
+            return None
         reply = decode(data)
         if "error" in reply:
             raise SwarmError(f"system {i}: {reply['error']}")
         return reply
 
     def reduce(self, parts):
-        """Sum ``parts`` (one ``{name: int64 array}`` per system) up the tree, exactly."""
+        """Sum ``parts`` (one ``{name: int64 array}`` per system) up the tree, exactly; every
+        link carries one partial sum of the same size (counted as its arrays' bytes)."""
         self.link_bytes["reduce"] += max(_nbytes(p) for p in parts)
         return self.tree.reduce([{k: np.asarray(v, dtype=np.int64) for k, v in p.items()}
                                  for p in parts])
@@ -166,7 +169,7 @@ class _Inproc:
             raise
 
     def call(self, messages):
-        return [w.handle(m) for w, m in zip(self.workers, messages)]
+        return [None if m is None else w.handle(m) for w, m in zip(self.workers, messages)]
 
     def close(self):
         for w in self.workers:
@@ -206,11 +209,14 @@ class _Processes:
             there.close()
             self.connections.append(here)
             self.processes.append(p)
-        for i, c in enumerate(self.connections):
-            reply = decode(self._receive(i, c))
-            if "error" in reply:
-                self.close()
-                raise SwarmError(f"system {i} did not start: {reply['error']}")
+        try:
+            for i, c in enumerate(self.connections):
+                reply = decode(self._receive(i, c))
+                if "error" in reply:
+                    raise SwarmError(f"system {i} did not start: {reply['error']}")
+        except BaseException:
+            self.close()
+            raise
 
     def _receive(self, i, connection):
         try:
@@ -221,9 +227,18 @@ class _Processes:
                              f"{self.processes[i].exitcode})") from None
 
     def call(self, messages):
-        for c, m in zip(self.connections, messages):
-            c.send_bytes(m)
-        return [self._receive(i, c) for i, c in enumerate(self.connections)]
+        sent = []
+        for i, (c, m) in enumerate(zip(self.connections, messages)):
+            if m is not None:
+                c.send_bytes(m)
+                sent.append(i)
+        replies = [None] * len(messages)
+        for i in sent:          # read every reply, even after a failure, to stay in step
+            try:
+                replies[i] = self._receive(i, self.connections[i])
+            except SwarmError as error:
+                replies[i] = encode({"error": str(error)})
+        return replies
 
     def close(self):
         for c in self.connections:
@@ -261,7 +276,15 @@ class _Ray:
                 raise SwarmError(f"system {i} did not start on Ray: {r}")
 
     def call(self, messages):
-        return self.ray.get([a.handle.remote(m) for a, m in zip(self.actors, messages)])
+        refs = {i: a.handle.remote(m) for i, (a, m) in enumerate(zip(self.actors, messages))
+                if m is not None}
+        replies = [None] * len(messages)
+        for i, ref in refs.items():
+            try:
+                replies[i] = self.ray.get(ref)
+            except self.ray.exceptions.RayError as error:
+                replies[i] = encode({"error": f"Ray: {type(error).__name__}: {error}"})
+        return replies
 
     def close(self):
         for a in getattr(self, "actors", []):

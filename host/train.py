@@ -31,7 +31,10 @@ from .optim import make_optimizer
 from .sparsity import KINDS, SparsitySchedule
 from .swarmx import TRANSPORTS, SwarmX
 
-__all__ = ["TrainSettings", "Trainer", "load_digits_split"]
+__all__ = ["TrainSettings", "Trainer", "load_digits_split", "TRAIN_SAMPLES"]
+
+#: Digits' 1797 samples less the 20 % test split.
+TRAIN_SAMPLES = 1438
 
 
 def load_digits_split(seed=0, test_fraction=0.2):
@@ -82,6 +85,9 @@ class TrainSettings:
         if self.batch < self.systems:
             raise ValueError(f"batch ({self.batch}) must give every one of the {self.systems} "
                              f"systems at least one sample")
+        if self.batch > TRAIN_SAMPLES:
+            raise ValueError(f"batch ({self.batch}) must not exceed the {TRAIN_SAMPLES} "
+                             f"training samples")
         if self.steps is None and self.epochs is None:
             raise ValueError("give epochs or steps")
         self.hidden = tuple(int(h) for h in self.hidden)
@@ -116,8 +122,8 @@ class Trainer:
         self.step_index = 0
         self.history = []       # one dict per step
         self.evaluations = []   # {"step", "test_accuracy"}
-        self.golden_checks = 0
-        self.saturations = 0
+        self._checks = [0, 0]   # mesh results checked before a resume, and by the workers since
+        self.counts = {"gradients_beyond_32_bits": 0, "mesh_overflows": 0}
 
     # -- one step -----------------------------------------------------------------------------
 
@@ -138,13 +144,25 @@ class Trainer:
         n = len(self.memoryx.layers)
         for j, spec in enumerate(self.memoryx.layers):
             stream = self.memoryx.stream(spec.name).to_bytes()
-            requests = [{"op": "forward", "layer": j, "last": j == n - 1, "train": train}
+            requests = [None if not len(sh) else
+                        {"op": "forward", "layer": j, "last": j == n - 1, "train": train}
                         | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
-            replies = self.swarm.broadcast(stream, requests)
-            cycles += [[r["cycles"] for r in replies], [r["dense_cycles"] for r in replies]]
-            self.golden_checks = max(self.golden_checks, sum(r["checks"] for r in replies))
+            replies = [r for r in self.swarm.broadcast(stream, requests) if r is not None]
+            self._count(replies, cycles, train)
         logits = np.concatenate([r["y"] for r in replies], axis=1)
         return logits.astype(np.float64) / (1 << self.fmt.frac_bits), cycles
+
+    def _count(self, replies, cycles, train):
+        if train:
+            cycles += [[r["cycles"] for r in replies], [r["dense_cycles"] for r in replies]]
+            self.counts["mesh_overflows"] += sum(r["overflow"] for r in replies)
+            self.counts["gradients_beyond_32_bits"] += sum(r.get("beyond", 0) for r in replies)
+        self._checks[1] = max(self._checks[1], sum(r["checks"] for r in replies))
+
+    @property
+    def golden_checks(self):
+        """Mesh results compared with the golden model so far (``check_golden``)."""
+        return sum(self._checks)
 
     def step(self):
         """Train one batch; returns the step's record (loss, accuracy, cycles)."""
@@ -170,9 +188,7 @@ class Trainer:
             requests = [{"op": "backward", "layer": j}
                         | ({"dy": dy[:, sh]} if j == len(layers) - 1 else {}) for sh in shards]
             replies = self.swarm.broadcast(stream, requests)
-            cycles += [[r["cycles"] for r in replies], [r["dense_cycles"] for r in replies]]
-            self.saturations += sum(r["saturated"] for r in replies)
-            self.golden_checks = max(self.golden_checks, sum(r["checks"] for r in replies))
+            self._count(replies, cycles, train=True)
             total = self.swarm.reduce([{"dW": r["dW"], "db": r["db"]} for r in replies])
             scale = float(s.loss_scale * len(idx))
             grads[name] = (total["dW"].astype(np.float64) / ((1 << 2 * f) * scale),
@@ -236,7 +252,7 @@ class Trainer:
             "cycles_source": "rtl" if self.s.backend != "golden" else "cycle model",
             "weights_digest": self.memoryx.digest(),
             "final_loss": last.get("loss"), "train_accuracy": last.get("accuracy"),
-            "golden_checks": self.golden_checks, "gradient_saturations": self.saturations,
+            "golden_checks": self.golden_checks, **self.counts,
             "model_bytes": self.memoryx.model_bytes(),
             "model_bytes_int16": sum(2 * s.n_in * s.n_out for s in self.memoryx.layers),
             "mesh_sram_bytes": self.config.sram_bytes,
@@ -250,8 +266,10 @@ class Trainer:
 
     def save(self, path):
         """Checkpoint MemoryX and the run's position (atomic); returns the digest."""
-        return self.memoryx.save(path, extra={"step": self.step_index, "history": self.history,
-                                              "evaluations": self.evaluations})
+        return self.memoryx.save(path, extra={
+            "step": self.step_index, "history": self.history, "evaluations": self.evaluations,
+            "counts": self.counts, "golden_checks": self.golden_checks,
+            "link_bytes": self.swarm.link_bytes})
 
     def resume(self, path):
         """Continue from a checkpoint of the same model; the next step is the one after it."""
@@ -259,6 +277,9 @@ class Trainer:
         self.step_index = int(extra.get("step", 0))
         self.history = list(extra.get("history", []))
         self.evaluations = list(extra.get("evaluations", []))
+        self.counts.update(extra.get("counts", {}))
+        self._checks = [int(extra.get("golden_checks", 0)), 0]    # the figures go on from there
+        self.swarm.link_bytes.update(extra.get("link_bytes", {}))
 
     def close(self):
         self.swarm.close()

@@ -41,8 +41,8 @@ def _widths(ctx, param, value):
               help="Meshes the batch is split across (data parallel).")
 @click.option("--fanout", type=click.IntRange(min=2), default=2, show_default=True,
               help="SwarmX's tree fan-out.")
-@click.option("--swarm", type=click.Choice(["inproc", "process", "ray"]), default="inproc", show_default=True,
-              help="How SwarmX reaches the systems.")
+@click.option("--swarm", type=click.Choice(["inproc", "process", "ray"]), default="inproc",
+              show_default=True, help="How SwarmX reaches the systems.")
 @click.option("--address", default=None, metavar="ADDR",
               help="A Ray cluster to join (--swarm ray); a local Ray is started otherwise.")
 @click.option("--backend", type=click.Choice(["golden", "verilator", "icarus"]),
@@ -87,6 +87,9 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
         epochs = 10
     if checkpoint_every is not None and out_dir is None:
         raise click.UsageError("--checkpoint-every needs --out DIR")
+    if check_golden and backend == "golden":
+        console.print("--check-golden: the golden backend is the reference; nothing to compare",
+                      markup=False, highlight=False)
     try:
         settings = TrainSettings(mesh=mesh, systems=systems, fanout=fanout, swarm=swarm,
                                  address=address, backend=backend, hidden=hidden,
@@ -154,7 +157,8 @@ def _summary(report):
     table.add_column("value", justify="right")
     rows = {k: report[k] for k in ("test_accuracy", "weight_sparsity", "steps", "final_loss",
                                    "mesh_cycles", "dense_cycles", "speedup_vs_dense",
-                                   "cycles_source", "golden_checks", "gradient_saturations",
+                                   "cycles_source", "golden_checks", "mesh_overflows",
+                                   "gradients_beyond_32_bits",
                                    "model_bytes", "mesh_sram_bytes", "seconds",
                                    "weights_digest")}
     rows |= {f"swarmx {k}": report["swarmx"][k] for k in ("tree_depth", "links",

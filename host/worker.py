@@ -138,8 +138,8 @@ class MeshWorker:
         if dY is None or layer not in self.inputs:
             raise ValueError(f"backward of layer {layer} before its forward pass or without dY")
         A = self.inputs.pop(layer)
-        dW, saturated = gradient_reference(self.config.fmt, s.rows, s.indices, dY, A)
-        reply = {"dW": dW, "db": dY.sum(axis=1), "saturated": saturated, "cycles": 0,
+        dW, beyond = gradient_reference(self.config.fmt, s.rows, s.indices, dY, A)
+        reply = {"dW": dW, "db": dY.sum(axis=1), "beyond": beyond, "cycles": 0,
                  "dense_cycles": 0, "overflow": False}
         if layer > 0:
             dA, cycles, dense, overflow = self._gemm(s.dense().T, dY, f"{s.name} delta")

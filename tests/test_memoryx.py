@@ -1,5 +1,6 @@
 """MemoryX: tiers, sparsity induction, streaming, masked updates, atomic checkpoints."""
 
+import json
 import zipfile
 
 import numpy as np
@@ -229,6 +230,59 @@ def test_a_corrupt_checkpoint_fails_clearly_and_changes_nothing(tmp_path, damage
         dst.load(path)
     assert message in str(info.value)
     assert (dst.digest(), dst.t) == before
+
+
+def _rewrite(path, change):
+    """Rewrite the archive with ``change(arrays)`` applied: valid zip CRCs, stale SHA-256."""
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    change(arrays)
+    np.savez(path, **arrays)
+
+
+def _bump_t(arrays):
+    header = json.loads(arrays["__meta__"].tobytes())
+    header["meta"]["memoryx"]["t"] += 1
+    arrays["__meta__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("change", [
+    lambda a: a["fc0/W"].__setitem__((0, 0), a["fc0/W"][0, 0] + 1), _bump_t])
+def test_the_sha256_catches_what_the_zip_crc_cannot(tmp_path, change):
+    src = _store()
+    _train(src, 2)
+    src.save(tmp_path / "ckpt.npz")
+    _rewrite(tmp_path / "ckpt.npz", change)
+    dst = _store()
+    before = dst.digest()
+    with pytest.raises(CheckpointError, match="do not match the SHA-256"):
+        dst.load(tmp_path / "ckpt.npz")
+    assert dst.digest() == before
+
+
+def test_a_well_formed_checkpoint_without_generator_state_changes_nothing(tmp_path):
+    src = _store()
+    _train(src, 2)
+    src.save(tmp_path / "ckpt.npz")
+    meta, arrays = checkpoint.load(tmp_path / "ckpt.npz")
+    del meta["memoryx"]["rng"]
+    checkpoint.save(tmp_path / "bad.npz", meta, arrays)
+    dst = _store()
+    before = dst.digest(), dst.t
+    with pytest.raises(CheckpointError, match="no valid mask generator state"):
+        dst.load(tmp_path / "bad.npz")
+    assert (dst.digest(), dst.t) == before
+
+
+def test_a_bad_gradient_changes_nothing():
+    mx = _store()
+    _train(mx, 2)
+    before = mx.digest(), mx.t
+    grads = _grads(mx, 5)
+    grads["fc1"] = (grads["fc1"][0], np.zeros(4))
+    with pytest.raises(ValueError, match=r"fc1: db must be \(5,\), not \(4,\)"):
+        mx.update(grads)
+    assert (mx.digest(), mx.t) == before
 
 
 def test_a_checkpoint_of_another_model_is_refused(tmp_path):

@@ -66,9 +66,22 @@ def test_gradient_pass_against_brute_force():
     rng = np.random.default_rng(3)
     dY, X = rng.integers(-2000, 2000, (5, 7)), rng.integers(-2000, 2000, (9, 7))
     rows, cols = np.nonzero(rng.random((5, 9)) < 0.4)
-    got, saturated = gradient_reference(fmt, rows, cols, dY, X)
+    got, beyond = gradient_reference(fmt, rows, cols, dY, X)
     want = [sum(int(dY[o, t]) * int(X[i, t]) for t in range(7)) for o, i in zip(rows, cols)]
-    assert got.tolist() == want and saturated == 0
+    assert got.tolist() == want and beyond == 0
     big = np.full((1, 4), 32767)
-    got, saturated = gradient_reference(fmt, [0], [0], big, big)
-    assert got.tolist() == [fmt.acc_max] and saturated == 1
+    got, beyond = gradient_reference(fmt, [0], [0], big, big)
+    assert got.tolist() == [4 * 32767 ** 2] and beyond == 1     # exact, only counted
+
+
+def test_gradient_totals_split_over_tokens_add_up_exactly():
+    """What makes 1, 2 or 4 systems train to the same bits: shards' totals sum to the whole's,
+    even beyond the 32-bit range."""
+    fmt = SMALL.fmt
+    rng = np.random.default_rng(4)
+    dY, X = rng.integers(-32768, 32767, (3, 10)), rng.integers(-32768, 32767, (4, 10))
+    rows, cols = np.nonzero(np.ones((3, 4), dtype=bool))
+    whole, beyond = gradient_reference(fmt, rows, cols, dY, X)
+    parts = [gradient_reference(fmt, rows, cols, dY[:, s], X[:, s])[0]
+             for s in (slice(0, 3), slice(3, 7), slice(7, 10))]
+    assert beyond > 0 and np.array_equal(sum(parts), whole)
