@@ -25,7 +25,7 @@ from fabric.config import MeshConfig
 from fabric.mesh_model import MeshModel
 from fpga.bridge import MeshBridge, crc8_step
 from sim.board import BoardError, BoardSystem
-from sim.system import GoldenSystem
+from sim.system import BACKENDS, GoldenSystem, open_system
 from tb.uart_sim import receive_bytes, send_bytes
 
 from .test_mesh_cocotb import check_gemm, random_gemm
@@ -391,7 +391,7 @@ def test_board_system_paces_rows_by_credit_and_sorts_outlets_by_column():
     GEMMs equal the golden System's, results and counters."""
     config = MeshConfig(2, 3, n_feat=8, n_tok=2, n_out=8)
     with fake_bridge(BridgeModel(config, 4)) as url, \
-            BoardSystem(config, port=url, timeout=10, fifo_depth=4) as board, \
+            open_system("board", config, port=url, timeout=10, fifo_depth=4) as board, \
             GoldenSystem(config) as golden:
         rng = np.random.default_rng(11)
         for shape, kwargs in [((8, 12, 6), {}), ((6, 16, 5), {"raw": True})]:
@@ -401,3 +401,4 @@ def test_board_system_paces_rows_by_credit_and_sorts_outlets_by_column():
             for name, value in want.counters.items():
                 np.testing.assert_array_equal(got.counters[name], value, err_msg=name)
         assert board.credit_waits > 0 and board.bad_frames == 0
+    assert "board" in BACKENDS and board.backend == "board"
