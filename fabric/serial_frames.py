@@ -6,25 +6,12 @@ CRC-8/SMBUS). Multi-byte fields are little-endian. The contract, with the reason
 ``docs/bridge.md``; the bridge's RTL takes its constants from here, the host
 (:mod:`sim.board`) and the testbenches encode and decode with these functions.
 
-Host to bridge (8 bytes each):
+Host to bridge, 8 bytes each: ``0x00 + r`` a wavelet into row ``r`` (payload: the 38-bit packed
+wavelet, bits 39:38 zero); ``0x80`` a status request (payload zero).
 
-========  ==========================  ==============================================
-command   name                        payload (5 bytes)
-========  ==========================  ==============================================
-``0x00+r``  wavelet into row ``r``    the 38-bit packed wavelet (bits 39:38 zero)
-``0x80``  status request (flush)      zero
-========  ==========================  ==============================================
-
-Bridge to host:
-
-==========  =======================  ============================================  =====
-command     name                     payload                                       bytes
-==========  =======================  ============================================  =====
-``0x00+c``  outlet wavelet, column c the 38-bit packed wavelet (5 bytes)             8
-``0x40+r``  credit for row ``r``     wavelets taken from row ``r``'s FIFO (1 byte),  8
-                                     4 zero bytes
-``0x80``    status                   cycles (4), flags (1), bad frames (2)          10
-==========  =======================  ============================================  =====
+Bridge to host: ``0x00 + c`` a wavelet that left outlet ``c`` (8 bytes, payload as above);
+``0x40 + r`` a credit for row ``r`` (8 bytes: the count in the first payload byte, then zeros);
+``0x80`` the status (10 bytes: cycles (4), flags (1), bad frames (2)).
 """
 
 import enum
