@@ -2,7 +2,8 @@
 
 Subcommands grow with the project: ``wse gemm`` runs ``Y = W @ X`` on a mesh, ``wse sim`` runs
 cocotb testbenches, ``wse bench`` measures, ``wse export`` writes Verilog, ``wse train`` trains a
-network by weight streaming (:mod:`host.train_cli`).
+network by weight streaming (:mod:`host.train_cli`), ``wse build`` makes a bitstream
+(:mod:`fpga.cli`).
 """
 
 import json
@@ -15,6 +16,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from fpga.cli import build
 
 from .train_cli import train
 
@@ -51,6 +54,7 @@ MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="
 # -- wse train (host/train_cli.py) ------------------------------------------------------------
 
 main.add_command(train)
+main.add_command(build)     # wse build: bitstreams (fpga/cli.py)
 
 
 # -- wse gemm -----------------------------------------------------------------------------------
