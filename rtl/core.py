@@ -146,8 +146,10 @@ class Core(wiring.Component):
             masks.append((mask.read_port(domain="comb"), mask.write_port()))
             pair = []
             for k in range(n_buf):
+                # Block RAM even when small: as flip-flops or distributed RAM the buffers
+                # cost more logic than anything else in the core (docs/fpga.md).
                 acc = m.submodules[f"acc{b}_{k}"] = Memory(shape=fmt.acc_shape, depth=tpb,
-                                                           init=[])
+                                                           init=[], attrs={"ram_style": "block"})
                 wp = acc.write_port()
                 pair.append((acc.read_port(transparent_for=(wp,)), wp))
             accs.append(pair)

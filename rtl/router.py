@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .arbiter import RoundRobin
 from .route_table import MAX_POSITIONS, Position, RouteTable
+from .shift_fifo import ShiftFIFO
 from .wavelet import (MAX_COLORS, WAVELET_BITS, ConfigOp, ConfigPayload, ControlOp,
                       ControlPayload, Direction, Wavelet)
 
@@ -252,8 +253,11 @@ class Router(wiring.Component):
                                         [inp.payload.color])
             ready = Array(Signal(name=f"{port.name.lower()}_q{q}_w_rdy") for q in range(Q))
             for q in range(Q):
+                # 2-deep queues as shift registers: no read multiplexer, and on an iCE40 each
+                # bit's flip-flop shares a logic cell with the LUT in front of it (ShiftFIFO).
+                fifo_class = ShiftFIFO if self.depth <= 2 else SyncFIFO
                 fifo = m.submodules[f"fifo_{port.name.lower()}{q}"] = \
-                    SyncFIFO(width=WAVELET_BITS, depth=self.depth)
+                    fifo_class(width=WAVELET_BITS, depth=self.depth)
                 m.d.comb += [
                     fifo.w_data.eq(inp.payload),
                     fifo.w_en.eq(inp.valid & (queue_of == q)),
@@ -272,6 +276,7 @@ class Router(wiring.Component):
         dropped = Signal(H)
         wants_token = Signal(H)      # needs the single route-update slot this cycle
         out_payload = []
+        head_colors = []             # each head's color (a constant for the configuration queue)
         started = [Signal(name=f"h{h}_started") for h in range(H)]
         pending = [Signal(5, name=f"h{h}_pending") for h in range(H)]
         granted = [Signal(5, name=f"h{h}_granted") for h in range(H)]
@@ -285,12 +290,19 @@ class Router(wiring.Component):
         upd_cmd = Signal(ControlOp)
         upd_cfg = Signal(ConfigPayload)
 
+        # A head's route lookup needs one rx bit (its own port's): per port, the rx bit of
+        # every color as one vector.
+        rx_of_port = {port: Cat(cur_rx[c][port.value] for c in range(MAX_COLORS))
+                      for port in Direction}
         for h, (port, q, head, head_valid, fifo) in enumerate(heads):
-            color = head.color
+            # The configuration queue holds the configuration color only, and no other queue
+            # ever holds it: its head's color is a constant, and so is is_cfg everywhere.
+            cfg_queue = self.cfg_color is not None and q == Q - 1
+            color = Const(self.cfg_color, 5) if cfg_queue else head.color
             ctrl_op = data.View(ControlPayload, head.data).op
             cfg = data.View(ConfigPayload, head.data)
-            is_cfg = (Const(0) if self.cfg_color is None else color == self.cfg_color)
-            accepted = cur_rx[color].bit_select(port.value, 1)
+            is_cfg = Const(int(cfg_queue), 1)
+            accepted = rx_of_port[port].bit_select(color, 1)
             tx = cur_tx[color]
             is_switch = head.ctrl & ~is_cfg & ctrl_op.as_value().matches(*(op.value for op in _SWITCH_OPS))
             consume = is_cfg & (cfg.hops == 0)
@@ -312,6 +324,7 @@ class Router(wiring.Component):
             with m.If(is_cfg):
                 m.d.comb += data.View(ConfigPayload, forwarded.data).hops.eq(cfg.hops - 1)
             out_payload.append(forwarded)
+            head_colors.append(color)
 
             left = Signal(5, name=f"h{h}_left")
             m.d.comb += left.eq(rem & ~granted[h])
@@ -332,8 +345,9 @@ class Router(wiring.Component):
                     upd_write.eq(consume & (cfg.op == ConfigOp.WRITE_ROUTE)),
                     upd_color.eq(Mux(consume, cfg.target, color)),
                     upd_cmd.eq(Mux(consume, cfg.cmd, ctrl_op)),
-                    upd_cfg.eq(cfg),
                 ]
+                if cfg_queue:       # only a route write reads it, and only these heads write
+                    m.d.comb += upd_cfg.eq(cfg)
 
         # Output arbitration and crossbar.
         for port in Direction:
@@ -342,7 +356,7 @@ class Router(wiring.Component):
             arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H, hold=not rotates)
             requests = [remaining.word_select(h, 5)[port.value] for h in range(H)]
             if self.has_ramp_accept and port == Direction.R:
-                requests = [want & self.ramp_accept.bit_select(heads[h][2].color, 1)
+                requests = [want & self.ramp_accept.bit_select(head_colors[h], 1)
                             for h, want in enumerate(requests)]
             m.d.comb += [
                 arbiter.requests.eq(Cat(*requests)),
