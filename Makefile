@@ -6,7 +6,7 @@ PYTHON ?= python3
 APT_PACKAGES := iverilog liblz4-dev
 JOBS ?= 2
 
-.PHONY: install test regress bench clean
+.PHONY: install test regress bench bitstream clean
 
 install:  ## pip install -e ".[dev]", plus Icarus and liblz4 from Debian when they are missing
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -30,6 +30,10 @@ bench:  ## every benchmark, as JSON lines
 	wse bench pe --json
 	wse bench gemm --json
 	$(PYTHON) -m bench.router_queues --json
+
+bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 4x4 and the iCEBreaker's mesh
+	$(PYTHON) -m fpga.cli --board ulx3s-85f --json
+	$(PYTHON) -m fpga.cli --board icebreaker --json
 
 clean:
 	rm -rf build .pytest_cache

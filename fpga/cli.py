@@ -28,15 +28,20 @@ def _table(result):
     table = Table(box=box.SIMPLE, show_header=False)
     table.add_column(style="bold")
     table.add_column()
+    core = ", ".join(f"{k}={v}" for k, v in result["config"].items() if k != "fmt" and v != "")
     rows = [
         ("board", f"{result['board']} ({result['device']})"),
-        ("mesh", f"{result['mesh']} ({', '.join(f'{k}={v}' for k, v in result['config'].items() if k != 'fmt')})"),
+        ("mesh", f"{result['mesh']} ({core})"),
         ("bitstream", result["bitstream"]),
         ("LUTs", f"{result['luts']} ({result['luts_per_pe']} per PE)"),
         ("FFs", str(result["ffs"])),
         ("block RAMs", str(result["brams"]) + (f" + {result['sprams']} SPRAM"
                                                if result["sprams"] else "")),
         ("DSPs", str(result["dsps"])),
+        *((f"{name} (nextpnr)", f"{u['used']} of {u['available']} "
+                                f"({100 * u['used'] / u['available']:.0f} %)")
+          for name, u in result["utilisation"].items()
+          if name in ("ICESTORM_LC", "TRELLIS_COMB")),
         ("fmax", f"{result['fmax_mhz']} MHz (target {result['target_mhz']} MHz: "
                  f"{'met' if result['timing_met'] else 'NOT met'})"),
         ("build", f"{result['seconds']} s"),
