@@ -1,6 +1,6 @@
 """A first-word-fall-through FIFO whose head is always its first register."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
