@@ -24,7 +24,7 @@ from .train_cli import train
 __all__ = ["main"]
 
 SIMULATORS = click.Choice(["verilator", "icarus"])
-BACKENDS = click.Choice(["golden", "verilator", "icarus"])    # sim.system.BACKENDS
+BACKENDS = click.Choice(["golden", "verilator", "icarus"])    # the simulating sim.system.BACKENDS
 
 console = Console(stderr=True)
 
@@ -67,12 +67,24 @@ main.add_command(build)     # wse build: bitstreams (fpga/cli.py)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where to save Y (.npy).")
 @MESH_OPTION
-@click.option("--backend", type=BACKENDS, default="golden", show_default=True)
+@click.option("--backend", type=click.Choice([*BACKENDS.choices, "board"]), default="golden",
+              show_default=True, help="What runs the mesh: a model, a simulator, or a board.")
 @click.option("--raw", is_flag=True,
               help="Save the int32 totals instead of Y requantised to int16.")
 @click.option("--no-balance", is_flag=True,
               help="Input features to rows by index (i % rows), not balanced by nonzeros.")
-def gemm(w_path, x_path, output, mesh, backend, raw, no_balance):
+@click.option("--board", "board_name", type=click.Choice(["icebreaker", "ulx3s-85f"]),
+              default=None, help="--backend board: the board, whose bitstream fixes the cores "
+                                 "(its default mesh unless --mesh is given).")
+@click.option("--port", default=None, metavar="PORT",
+              help="--backend board: the serial device or pyserial URL (socket://host:port).")
+@click.option("--baud", type=click.IntRange(min=1), default=None,
+              help="--backend board: the bridge's baud rate [default: the board's].")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
+              show_default=True, help="--backend board: seconds to wait for the bridge.")
+@click.pass_context
+def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name, port, baud,
+         timeout):
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
     range. Saves Y, prints the compute-phase cycles and the counters."""
     from rtl.core_params import COUNTERS
@@ -83,21 +95,34 @@ def gemm(w_path, x_path, output, mesh, backend, raw, no_balance):
     if W.shape[1] != X.shape[0]:
         raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
                                f"must have {W.shape[1]} rows (in features), not {X.shape[0]}")
-    try:
-        config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw)
-    except ValueError as error:
-        raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} "
-                                   f"GEMM does not fit a {mesh[0]}x{mesh[1]} mesh: "
-                                   f"{error}") from None
+    options = {}
+    if backend == "board":
+        if board_name is None or port is None:
+            raise click.UsageError("--backend board needs --board and --port")
+        from fpga.boards import board, mesh_config
+
+        target = board(board_name)
+        given = ctx.get_parameter_source("mesh") is not click.core.ParameterSource.DEFAULT
+        config = mesh_config(target, *(mesh if given else target.default_mesh))
+        mesh = config.shape
+        options = {"port": port, "baud": baud or target.baud, "timeout": timeout}
+    else:
+        try:
+            config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw)
+        except ValueError as error:
+            raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x"
+                                       f"{X.shape[1]} GEMM does not fit a {mesh[0]}x{mesh[1]} "
+                                       f"mesh: {error}") from None
     with console.status(f"{backend}: {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} on "
                         f"a {config}"):
         try:
-            with open_system(backend, config) as system:
+            with open_system(backend, config, **options) as system:
                 result = system.gemm(W, X, raw=raw, balance=not no_balance)
         except ValueError as error:
             raise click.ClickException(str(error)) from error
         except SimulationError as error:
-            raise click.ClickException(f"{backend} simulation failed: {error}") from error
+            what = "the board" if backend == "board" else f"{backend} simulation"
+            raise click.ClickException(f"{what} failed: {error}") from error
     if result.error:
         raise click.ClickException("the mesh reported an error (a dropped wavelet or a bad "
                                    "command); Y was not saved")
@@ -111,9 +136,10 @@ def gemm(w_path, x_path, output, mesh, backend, raw, no_balance):
     if result.cycles is None:
         click.echo(f"golden model: no cycle count (ideal {ideal} cycles)")
     else:
-        click.echo(f"compute phase: {result.cycles} cycles (ideal {ideal}, utilisation "
-                   f"{ideal / result.cycles:.2f}); load {result.load_cycles}, read "
-                   f"{result.read_cycles}")
+        utilisation = f"{ideal / result.cycles:.2f}" if result.cycles else "-"
+        link = " (the bridge's count: serial link included)" if backend == "board" else ""
+        click.echo(f"compute phase: {result.cycles} cycles{link} (ideal {ideal}, utilisation "
+                   f"{utilisation}); load {result.load_cycles}, read {result.read_cycles}")
     table = Table(title=f"counters of the compute phase, {mesh[0]}x{mesh[1]} mesh")
     for column in ("counter", "sum", "max per core"):
         table.add_column(column, justify="left" if column == "counter" else "right")

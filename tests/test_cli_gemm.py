@@ -176,3 +176,41 @@ def test_bench_gemm_verilator(figure):
            f"{figures['ideal_cycles']}, dense {figures['dense_cycles']}, zeros streamed "
            f"{figures['zeros_streamed_cycles']}), utilisation {figures['utilisation']}; "
            f"{figures['limits']}")
+
+
+def test_gemm_on_a_board_through_its_serial_bridge(tmp_path):
+    """``--backend board``: the iCEBreaker's cores, over pyserial to a Python model of the
+    bridge's protocol (tests/test_bridge.py), bit-exact against the golden model."""
+    from fpga.boards import board, mesh_config
+
+    from .test_bridge import BridgeModel, fake_bridge
+
+    config = mesh_config(board("icebreaker"))
+    rng = np.random.default_rng(5)
+    W = rng.integers(-300, 300, (8, 12))
+    W[rng.random(W.shape) < 0.5] = 0
+    X = rng.integers(-300, 300, (12, 3))
+    np.save(tmp_path / "W.npy", W)
+    np.save(tmp_path / "X.npy", X)
+    with fake_bridge(BridgeModel(config, 16)) as url:
+        result = CliRunner().invoke(main, [
+            "gemm", str(tmp_path / "W.npy"), str(tmp_path / "X.npy"), "-o",
+            str(tmp_path / "Y.npy"), "--backend", "board", "--board", "icebreaker", "--port",
+            url, "--timeout", "10"])
+    assert result.exit_code == 0, result.output + result.stderr
+    want, _ = gemm_reference(config, compile_gemm(config, W, X), X)
+    np.testing.assert_array_equal(np.load(tmp_path / "Y.npy"), want)
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--backend board needs --board and --port"),
+    (["--board", "icebreaker", "--port", "socket://127.0.0.1:1", "--timeout", "0.5"],
+     "the board failed: cannot open the serial port 'socket://127.0.0.1:1'"),
+])
+def test_board_backend_errors_are_named(tmp_path, args, message):
+    np.save(tmp_path / "W.npy", np.ones((2, 2), dtype=np.int16))
+    np.save(tmp_path / "X.npy", np.ones((2, 1), dtype=np.int16))
+    result = CliRunner().invoke(main, ["gemm", str(tmp_path / "W.npy"), str(tmp_path / "X.npy"),
+                                       "-o", str(tmp_path / "Y.npy"), "--backend", "board", *args])
+    assert result.exit_code in (1, 2)
+    assert message in result.stderr
