@@ -102,6 +102,10 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     if code != 0:
         tim = build_dir / "top.tim"
         reason = fit_error(tim.read_text()) if tim.exists() else None
+        if reason is None:      # a tool before nextpnr failed: its last words
+            lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                     if line.strip()]
+            reason = lines[-1] if lines else None
         where = f"{rows}x{cols} mesh on {board.name} ({board.device})"
         if reason is not None and "used" in reason:
             raise BuildError(f"{where} does not fit: {reason} (log: {tim})")
