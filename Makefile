@@ -29,11 +29,12 @@ bench:  ## every benchmark, as JSON lines
 	wse bench router --json
 	wse bench pe --json
 	wse bench gemm --json
+	wse train --json
 	$(PYTHON) -m bench.router_queues --json
 
-bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 4x4 and the iCEBreaker's mesh
-	$(PYTHON) -m fpga.cli --board ulx3s-85f --json
-	$(PYTHON) -m fpga.cli --board icebreaker --json
+bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 2x2 and iCEBreaker 1x1
+	wse build --board ulx3s-85f --json
+	wse build --board icebreaker --json
 
 clean:
 	rm -rf build .pytest_cache

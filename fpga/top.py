@@ -6,68 +6,20 @@ when the board's target frequency differs from it), a reset (power-on, PLL lock 
 a heartbeat LED and a sticky error LED.
 """
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, Const, Elaboratable, Module, Signal
-from amaranth.lib import io, wiring
+from amaranth.hdl import ClockDomain, ClockSignal, Const, Elaboratable, Module, Signal
+from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
-from amaranth.lib.wiring import In, Out
 
-from fabric.mesh import AxiStreamMesh, Mesh
+from fabric.mesh import Mesh
 
+from .bridge import MeshBridge
 from .clocks import ECP5PLL, ICE40PLL, ecp5_pll, ice40_pll
 
-__all__ = ["BoardTop", "bridge_class"]
+__all__ = ["BoardTop"]
 
 #: Power-on reset: cycles the mesh stays in reset after the clock is up (iCE40 block RAMs read
 #: as zero for about 3 us after configuration).
 POR_CYCLES = 1 << 12
-
-
-class _PlaceholderBridge(wiring.Component):
-    """Stands in for ``fpga.bridge.MeshBridge`` until it exists: the mesh's ports fed from a
-    shift register on ``rx`` and folded into ``tx``, so synthesis keeps the whole mesh.
-
-    Only for measuring cost; it does not speak the bridge's protocol.
-    """
-
-    rx: In(1)
-    tx: Out(1)
-    error: Out(1)
-    busy: Out(1)
-
-    def __init__(self, config, *, clk_hz, baud):
-        self.config = config
-        super().__init__()
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.mesh = mesh = AxiStreamMesh(self.config)
-        shift = Signal(40)
-        m.d.sync += shift.eq(Cat(self.rx, shift[:-1]))
-        folded = Const(0, 32)
-        for name, way, _, _ in mesh.mesh.ports:
-            port = {f: getattr(mesh, f"{name}_{f}") for f in ("tdata", "tdest", "tuser",
-                                                               "tvalid", "tready")}
-            if way == "in":
-                m.d.comb += [port["tdata"].eq(shift[:32]), port["tdest"].eq(shift[32:37]),
-                             port["tuser"].eq(shift[37]), port["tvalid"].eq(shift[38])]
-            else:
-                m.d.comb += port["tready"].eq(shift[39])
-                folded = folded ^ (port["tdata"] & port["tvalid"].replicate(32)) ^ \
-                    Cat(port["tdest"], port["tuser"])
-        out = Signal()
-        m.d.sync += out.eq(folded.xor())
-        m.d.comb += [self.tx.eq(out), self.error.eq(mesh.error | mesh.overflow),
-                     self.busy.eq(~mesh.idle)]
-        return m
-
-
-def bridge_class():
-    """``fpga.bridge.MeshBridge`` when it exists, else the measuring placeholder."""
-    try:
-        from .bridge import MeshBridge
-    except ImportError:
-        return _PlaceholderBridge
-    return MeshBridge
 
 
 class BoardTop(Elaboratable):
@@ -147,7 +99,7 @@ class BoardTop(Elaboratable):
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx = io.FFBuffer("i", uart.rx)
         m.submodules.uart_tx = tx = io.FFBuffer("o", uart.tx)
-        bridge = m.submodules.bridge = bridge_class()(self.config, clk_hz=int(self.clk_hz),
+        bridge = m.submodules.bridge = MeshBridge(self.config, clk_hz=int(self.clk_hz),
                                                       baud=board.baud)
         m.d.comb += [bridge.rx.eq(rx.i), tx.o.eq(bridge.tx)]
 

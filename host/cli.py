@@ -3,7 +3,7 @@
 Subcommands grow with the project: ``wse gemm`` runs ``Y = W @ X`` on a mesh, ``wse sim`` runs
 cocotb testbenches, ``wse bench`` measures, ``wse export`` writes Verilog, ``wse train`` trains a
 network by weight streaming (:mod:`host.train_cli`), ``wse build`` makes a bitstream
-(:mod:`fpga.cli`).
+(:mod:`host.build_cli`).
 """
 
 import json
@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fpga.cli import build
-
+from .build_cli import build
+from .cli_options import mesh_shape as _mesh_shape
 from .train_cli import train
 
 __all__ = ["main"]
@@ -35,18 +35,6 @@ def main():
     """wse-mini: a wafer-scale engine in miniature (Amaranth RTL, cocotb, numpy)."""
 
 
-def _mesh_shape(ctx, param, value):
-    """``--mesh RxC`` -> ``(rows, cols)``."""
-    from fabric.config import parse_mesh
-
-    if value is None:
-        return None
-    try:
-        return parse_mesh(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
-
-
 MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="RxC",
                            callback=_mesh_shape, help="Rows x columns of tiles.")
 
@@ -54,7 +42,7 @@ MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="
 # -- wse train (host/train_cli.py) ------------------------------------------------------------
 
 main.add_command(train)
-main.add_command(build)     # wse build: bitstreams (fpga/cli.py)
+main.add_command(build)     # wse build: bitstreams (host/build_cli.py)
 
 
 # -- wse gemm -----------------------------------------------------------------------------------

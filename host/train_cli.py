@@ -9,18 +9,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .cli_options import mesh_shape
+
 __all__ = ["train", "plot_training"]
 
 console = Console(stderr=True)
-
-
-def _mesh(ctx, param, value):
-    from fabric.config import parse_mesh
-
-    try:
-        return parse_mesh(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
 
 
 def _widths(ctx, param, value):
@@ -35,7 +28,7 @@ def _widths(ctx, param, value):
 
 
 @click.command()
-@click.option("--mesh", default="4x4", show_default=True, metavar="RxC", callback=_mesh,
+@click.option("--mesh", default="4x4", show_default=True, metavar="RxC", callback=mesh_shape,
               help="Rows x columns of tiles of every system.")
 @click.option("--systems", type=click.IntRange(min=1), default=1, show_default=True,
               help="Meshes the batch is split across (data parallel).")

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from fpga.boards import BOARDS, board, mesh_config
 from fpga.build import BuildError, build
-from fpga.cli import build as build_command
+from host.build_cli import build as build_command
 from fpga.clocks import ecp5_pll, ice40_pll
 from fpga.report import cell_counts, fit_error, nextpnr_report
 

@@ -5,18 +5,9 @@ import sys
 
 import click
 
+from .cli_options import mesh_shape
+
 __all__ = ["build"]
-
-
-def _mesh(ctx, param, value):
-    from fabric.config import parse_mesh
-
-    if value is None:
-        return None
-    try:
-        return parse_mesh(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
 
 
 def _table(result):
@@ -54,7 +45,7 @@ def _table(result):
 @click.command()
 @click.option("--board", "board_name", required=True,
               type=click.Choice(["icebreaker", "ulx3s-85f"]), help="Board to build for.")
-@click.option("--mesh", default=None, metavar="RxC", callback=_mesh,
+@click.option("--mesh", default=None, metavar="RxC", callback=mesh_shape,
               help="Rows x columns of tiles [default: the board's, see docs/fpga.md].")
 @click.option("--out", "out", default="build/fpga", show_default=True,
               type=click.Path(file_okay=False), help="Build directory (one folder per build).")
@@ -67,7 +58,7 @@ def _table(result):
 def build(board_name, mesh, out, clock_mhz, seed, timeout, as_json):
     """Build the bitstream of a mesh behind its serial bridge for BOARD and report its cost:
     LUTs, FFs, block RAMs, DSPs, fmax against the target clock."""
-    from .build import BuildError, build as run_build
+    from fpga.build import BuildError, build as run_build
 
     try:
         result = run_build(board_name, mesh, out=out, seed=seed, timeout=timeout,
@@ -79,7 +70,3 @@ def build(board_name, mesh, out, clock_mhz, seed, timeout, as_json):
         sys.stdout.write("\n")
     else:
         _table(result)
-
-
-if __name__ == "__main__":
-    build()
