@@ -32,7 +32,7 @@ bench:  ## every benchmark, as JSON lines
 	wse train --json
 	$(PYTHON) -m bench.router_queues --json
 
-bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 2x2 and iCEBreaker 1x1
+bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 1x1 and iCEBreaker 1x1
 	wse build --board ulx3s-85f --json
 	wse build --board icebreaker --json
 
