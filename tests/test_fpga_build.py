@@ -113,10 +113,8 @@ def _check_report(result, rows, cols):
 @pytest.mark.xdist_group("fpga_build")
 def test_small_build_through_the_cli(tmp_path):
     """The CI build: a 1x1 mesh on the ULX3S-85F, through ``wse build --json``."""
-    from fpga import cli
-
     runner = CliRunner()
-    result = runner.invoke(cli.build, ["--board", "ulx3s-85f", "--mesh", "1x1", "--out",
+    result = runner.invoke(build_command, ["--board", "ulx3s-85f", "--mesh", "1x1", "--out",
                                        str(tmp_path), "--json"],
                            catch_exceptions=False, env={"WSE_BUILD_TIMEOUT": str(CI_TIMEOUT)})
     assert result.exit_code == 0, result.output
