@@ -38,7 +38,7 @@ class Board:
         :class:`~fabric.config.MeshConfig` fields other than ``rows`` and ``cols``.
     synth_opts : str
         Options of Yosys's ``synth_<family>``.
-    reset : (str, int) or None
+    reset_button : (str, int) or None
         Button resource that resets the mesh while pressed.
     leds : dict
         ``{"heartbeat": (resource, number), "error": ..., "busy": ...}`` (``busy`` optional).
@@ -55,7 +55,7 @@ class Board:
     default_mesh: tuple
     config: dict = field(default_factory=dict)
     synth_opts: str = ""
-    reset: tuple = None
+    reset_button: tuple = None
     leds: dict = field(default_factory=dict)
     baud: int = 115200
     env: dict = field(default_factory=dict)
@@ -74,7 +74,7 @@ BOARDS = {
         # 98 % of its logic cells.
         config=dict(n_feat=16, n_tok=4, n_out=16, depth=2, acc_buffers=2, psum_depth=2),
         synth_opts="-dsp",
-        reset=("button", 0),
+        reset_button=("button", 0),
         leds={"heartbeat": ("led", 1), "error": ("led", 0)},
     ),
     "ulx3s-85f": Board(
@@ -85,7 +85,7 @@ BOARDS = {
         # placement, so the default, what `make bitstream` builds, is the 1x1 that closes.
         default_mesh=(1, 1),
         config=dict(),      # the simulators' default cores (MeshConfig's defaults)
-        reset=("button_fire", 0),
+        reset_button=("button_fire", 0),
         leds={"heartbeat": ("led", 0), "error": ("led", 1), "busy": ("led", 2)},
         env={"OPENFPGALOADER": "true"},
     ),

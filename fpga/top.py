@@ -88,9 +88,9 @@ class BoardTop(Elaboratable):
         with m.Elif(por != POR_CYCLES - 1):
             m.d.por += por.eq(por + 1)
         button = Const(0)
-        if board.reset is not None:
-            m.submodules.button = button_buf = io.Buffer("i", platform.request(*board.reset,
-                                                                               dir="-"))
+        if board.reset_button is not None:
+            pin = platform.request(*board.reset_button, dir="-")
+            m.submodules.button = button_buf = io.Buffer("i", pin)
             button = button_buf.i
         m.submodules.reset_sync = ResetSynchronizer((por != POR_CYCLES - 1) | button,
                                                     domain="sync")
