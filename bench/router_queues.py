@@ -11,7 +11,7 @@ and deepening them recovers throughput. Each configuration is a separate RTL bui
 import argparse
 import json
 
-from sim.router_bench import bench_uniform_load
+from wse.sim.router_bench import bench_uniform_load
 
 CONFIGS = [(1, 2), (1, 4), (1, 8), (2, 4), (5, 4)]      # (n_queues, depth)
 

@@ -4,8 +4,8 @@ import operator
 import re
 from dataclasses import dataclass, field, fields
 
-from rtl.core_params import CoreParams
-from rtl.numfmt import FixedPoint
+from wse.rtl.core_params import CoreParams
+from wse.rtl.numfmt import FixedPoint
 
 from .routes import ColorPlan
 

@@ -11,8 +11,8 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, ResetSignal,
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.tile import Tile, strap_values
-from rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
+from wse.rtl.tile import Tile, strap_values
+from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
 
 from .config import MeshConfig
 

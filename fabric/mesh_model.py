@@ -23,7 +23,7 @@ from collections import deque
 
 import numpy as np
 
-from rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
+from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 from . import numerics
 from .config import MeshConfig

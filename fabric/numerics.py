@@ -8,7 +8,7 @@ callers.
 
 import numpy as np
 
-from rtl.numfmt import FixedPoint
+from wse.rtl.numfmt import FixedPoint
 
 __all__ = ["check_operands", "multiply", "accumulate", "requantise", "axpy"]
 

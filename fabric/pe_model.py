@@ -31,9 +31,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from fabric import numerics
-from rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams, _int_in
-from rtl.wavelet import CONTROL, WAVELET_BITS, ControlOp, pack, unpack
+from wse.fabric import numerics
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams, _int_in
+from wse.rtl.wavelet import CONTROL, WAVELET_BITS, ControlOp, pack, unpack
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",

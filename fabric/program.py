@@ -28,8 +28,8 @@ import operator
 
 import numpy as np
 
-from rtl.core_params import Y_BASE
-from rtl.wavelet import CONTROL, ControlOp, pack, unpack
+from wse.rtl.core_params import Y_BASE
+from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
 
 from .config import MeshConfig
 from .placement import Placement

@@ -22,9 +22,9 @@ the channel dependency graph of the routers' queues for cycles; a failure is a
 from dataclasses import dataclass
 from functools import cached_property
 
-from rtl.core_params import CoreColors
-from rtl.route_table import Position, RouteTable
-from rtl.wavelet import MAX_COLORS, Direction
+from wse.rtl.core_params import CoreColors
+from wse.rtl.route_table import Position, RouteTable
+from wse.rtl.wavelet import MAX_COLORS, Direction
 
 __all__ = ["ColorPlan", "RoutePlanError", "Flow", "trace", "find_cycle", "MAX_MESH_COLORS"]
 

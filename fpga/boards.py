@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-from fabric.config import MeshConfig
+from wse.fabric.config import MeshConfig
 
 __all__ = ["Board", "BOARDS", "board", "mesh_config"]
 

@@ -11,7 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from fabric.mesh import TILE_MODULE, Mesh
+from wse.fabric.mesh import TILE_MODULE, Mesh
 from .build import tool_environment
 from .report import CELLS
 
@@ -50,7 +50,7 @@ def tile_breakdown(config, family, out):
 if __name__ == "__main__":
     import sys
 
-    from fpga.boards import board, mesh_config
+    from wse.fpga.boards import board, mesh_config
 
     b = board(sys.argv[1] if len(sys.argv) > 1 else "icebreaker")
     rows, cols = (int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "1x1").split("x"))

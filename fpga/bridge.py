@@ -12,10 +12,10 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from fabric.config import MeshConfig
-from fabric.mesh import AxiStreamMesh
-from fabric.serial_frames import DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op, crc8
-from rtl.wavelet import WAVELET_BITS
+from wse.fabric.config import MeshConfig
+from wse.fabric.mesh import AxiStreamMesh
+from wse.fabric.serial_frames import DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op, crc8
+from wse.rtl.wavelet import WAVELET_BITS
 
 from .uart import UARTRx, UARTTx, divisor_for
 

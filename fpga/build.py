@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from sim import toolchain
+from wse.sim import toolchain
 
 from .boards import board as find_board, mesh_config
 from .report import fit_error, read_reports

@@ -10,7 +10,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Const, Elaboratable, Module, 
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
-from fabric.mesh import Mesh
+from wse.fabric.mesh import Mesh
 
 from .bridge import MeshBridge
 from .clocks import ECP5PLL, ICE40PLL, ecp5_pll, ice40_pll

@@ -75,9 +75,9 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
          timeout):
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
     range. Saves Y, prints the compute-phase cycles and the counters."""
-    from rtl.core_params import COUNTERS
-    from sim.gemm_bench import gemm_config
-    from sim.system import SimulationError, open_system
+    from wse.rtl.core_params import COUNTERS
+    from wse.sim.gemm_bench import gemm_config
+    from wse.sim.system import SimulationError, open_system
 
     W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
     if W.shape[1] != X.shape[0]:
@@ -87,7 +87,7 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     if backend == "board":
         if board_name is None or port is None:
             raise click.UsageError("--backend board needs --board and --port")
-        from fpga.boards import board, mesh_config
+        from wse.fpga.boards import board, mesh_config
 
         target = board(board_name)
         given = ctx.get_parameter_source("mesh") is not click.core.ParameterSource.DEFAULT
@@ -176,7 +176,7 @@ def sim():
               help="Wavelets in random_traffic_fuzz (3000 by default).")
 def sim_router(simulator, testcase, waves, seed, fuzz):
     """Run the router testbench (tb/router_tests.py) against its reference model."""
-    from sim.router_run import run_router_tests
+    from wse.sim.router_run import run_router_tests
 
     with console.status(f"building and running the router testbench on {simulator}"):
         try:
@@ -217,7 +217,7 @@ def bench():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def bench_router(simulator, fuzz, seed, as_json):
     """Router throughput with all outputs saturated, hop latency, and a long fuzz, in RTL."""
-    from sim.router_bench import bench_router as measure
+    from wse.sim.router_bench import bench_router as measure
 
     with console.status(f"router bench on {simulator}: throughput, latency, "
                         f"{fuzz} fuzz wavelets"):
@@ -240,8 +240,8 @@ def bench_router(simulator, fuzz, seed, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
     """Cycles per weight against activation density, zero-weight and CR cost, in RTL."""
-    from rtl.core_params import CoreParams
-    from sim.tile_bench import bench_pe as measure
+    from wse.rtl.core_params import CoreParams
+    from wse.sim.tile_bench import bench_pe as measure
 
     try:
         CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes)
@@ -278,7 +278,7 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
                as_json, sweep, out_dir):
     """A magnitude-pruned GEMM against its dense original: cycles, speedup, utilisation, what
     limits it; every result checked bit for bit against the reference."""
-    from sim import gemm_bench
+    from wse.sim import gemm_bench
 
     shape = {"out_features": out_features, "in_features": in_features, "tokens": tokens}
     sparsities = gemm_bench.SWEEP_SPARSITIES if sweep else (sparsity,)
@@ -370,9 +370,9 @@ def export(ctx, mesh, output):
     if mesh is None:
         raise click.UsageError("give --mesh RxC (wse export --mesh 4x4 -o mesh.v) or a "
                                "subcommand (wse export router)")
-    from fabric.config import MeshConfig
-    from fabric.mesh import AxiStreamMesh
-    from sim.export import export_verilog
+    from wse.fabric.config import MeshConfig
+    from wse.fabric.mesh import AxiStreamMesh
+    from wse.sim.export import export_verilog
 
     top = AxiStreamMesh(MeshConfig(*mesh))
     with console.status(f"exporting a {mesh[0]}x{mesh[1]} mesh"):
@@ -406,8 +406,8 @@ def _print_mesh_ports(top):
               help="Configuration color, or 'none' for no run-time configuration.")
 def export_router(output, colors, queues, depth, cfg_color):
     """The fabric router as Verilog module ``router`` (empty route table, run-time configured)."""
-    from rtl.router import Router
-    from sim.export import export_verilog
+    from wse.rtl.router import Router
+    from wse.sim.export import export_verilog
 
     try:
         cfg = None if cfg_color.lower() == "none" else int(cfg_color)

@@ -7,7 +7,7 @@ __all__ = ["mesh_shape"]
 
 def mesh_shape(ctx, param, value):
     """Click callback: ``--mesh RxC`` -> ``(rows, cols)``, or a ``BadParameter`` saying why."""
-    from fabric.config import parse_mesh
+    from wse.fabric.config import parse_mesh
 
     if value is None:
         return None

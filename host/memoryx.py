@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from rtl.numfmt import FixedPoint
+from wse.rtl.numfmt import FixedPoint
 
 from . import checkpoint
 from .layer_stream import LayerStream

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fabric.config import MeshConfig
+from wse.fabric.config import MeshConfig
 
 from .layer_stream import quantise
 from .memoryx import LayerSpec, MemoryX

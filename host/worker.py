@@ -22,12 +22,12 @@ the dense equivalent is the cycle model's for the same GEMM with every weight pr
 
 import numpy as np
 
-from fabric.config import MeshConfig
-from fabric.cycle_model import predict_cycles
-from fabric.gradient import gradient_reference
-from fabric.mesh_model import gemm_reference
-from fabric.program import compile_gemm
-from fabric.tiling import run_tiled
+from wse.fabric.config import MeshConfig
+from wse.fabric.cycle_model import predict_cycles
+from wse.fabric.gradient import gradient_reference
+from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.program import compile_gemm
+from wse.fabric.tiling import run_tiled
 
 from .layer_stream import LayerStream
 from .messages import decode, encode
@@ -44,7 +44,7 @@ class MeshWorker:
     :func:`sim.system.open_system`, and whether to check every result against golden."""
 
     def __init__(self, config, backend="golden", *, check_golden=False, index=0):
-        from sim.system import open_system
+        from wse.sim.system import open_system
 
         self.config = config if isinstance(config, MeshConfig) else MeshConfig.from_dict(config)
         self.backend = backend

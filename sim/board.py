@@ -11,7 +11,7 @@ bridge of ``tb/bridge_tb.py``).
 import time
 from collections import deque
 
-from fabric import serial_frames as sf
+from wse.fabric import serial_frames as sf
 
 from .system import Exchange, SimulationError, System
 

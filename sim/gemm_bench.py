@@ -18,9 +18,9 @@ import operator
 
 import numpy as np
 
-from fabric.config import MeshConfig, parse_mesh
-from fabric.cycle_model import predict_cycles
-from fabric.mesh_model import gemm_reference
+from wse.fabric.config import MeshConfig, parse_mesh
+from wse.fabric.cycle_model import predict_cycles
+from wse.fabric.mesh_model import gemm_reference
 
 from .system import open_system
 

@@ -2,8 +2,8 @@
 
 import json
 
-from rtl.route_table import Position, RouteTable
-from rtl.router import Router
+from wse.rtl.route_table import Position, RouteTable
+from wse.rtl.router import Router
 
 from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
 
@@ -11,8 +11,8 @@ __all__ = ["TEST_MODULE", "BENCH_MODULE", "ELABORATED_ROUTES", "testbench_router
            "run_router_tests"]
 
 
-TEST_MODULE = "tb.router_tests"
-BENCH_MODULE = "tb.router_bench"
+TEST_MODULE = "wse.tb.router_tests"
+BENCH_MODULE = "wse.tb.router_bench"
 
 #: The table the test design is elaborated with (``elaborated_routes`` checks it).
 ELABORATED_ROUTES = {0: ("NESWR", "E"), 1: ("NESWR", "S"), 2: ("NESWR", "NR"),

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabric import pe_model
-from fabric.config import MeshConfig
-from fabric.wire import recv_message, send_message
-from rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
-from rtl.wavelet import unpack
+from wse.fabric import pe_model
+from wse.fabric.config import MeshConfig
+from wse.fabric.wire import recv_message, send_message
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
+from wse.rtl.wavelet import unpack
 
 __all__ = ["BACKENDS", "System", "GoldenSystem", "CocotbSystem", "SimulationError",
            "Exchange", "GemmResult", "open_system"]
@@ -208,7 +208,7 @@ class System(ABC):
     def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False):
         """``Y = W @ X`` on this mesh (``docs/mesh.md``): load ``X``, stream ``W``'s nonzeros,
         read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`."""
-        from fabric.program import compile_gemm
+        from wse.fabric.program import compile_gemm
 
         X = np.asarray(X)
         program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
@@ -248,7 +248,7 @@ class GoldenSystem(System):
 
     def __init__(self, config=None, *, fast=False):
         super().__init__(config)
-        from fabric.mesh_model import MeshModel
+        from wse.fabric.mesh_model import MeshModel
         self.model = MeshModel(self.config)
         self.fast = bool(fast)
 
@@ -256,9 +256,9 @@ class GoldenSystem(System):
         if not self.fast:
             return super().gemm(W, X, raw=raw, balance=balance, out_placement=out_placement,
                                 zeros=zeros)
-        from fabric import numerics
-        from fabric.mesh_model import gemm_reference
-        from fabric.program import compile_gemm
+        from wse.fabric import numerics
+        from wse.fabric.mesh_model import gemm_reference
+        from wse.fabric.program import compile_gemm
 
         fmt = self.config.fmt
         program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
@@ -287,7 +287,7 @@ class CocotbSystem(System):
     def __init__(self, config=None, *, sim="verilator", waves=False, timeout=6 * 3600,
                  watchdog=5000, connect_timeout=1800):
         super().__init__(config)
-        from fabric.mesh import AxiStreamMesh
+        from wse.fabric.mesh import AxiStreamMesh
 
         from .cocotb_run import build_once, run
 
@@ -308,7 +308,7 @@ class CocotbSystem(System):
         name = f"serve-{os.getpid()}-{id(self):x}"
 
         def target():
-            self.result = run(self.built, module="tb.mesh_server", params=params, name=name,
+            self.result = run(self.built, module="wse.tb.mesh_server", params=params, name=name,
                               timeout=timeout)
 
         self._thread = threading.Thread(target=target, daemon=True)

@@ -2,16 +2,16 @@
 
 import json
 
-from rtl.core_params import CoreParams
-from rtl.route_table import RouteTable
-from rtl.tile import Tile
+from wse.rtl.core_params import CoreParams
+from wse.rtl.route_table import RouteTable
+from wse.rtl.tile import Tile
 
 from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "tile_routes", "run_tile_tests"]
 
-TEST_MODULE = "tb.tile_tests"
-BENCH_MODULE = "tb.tile_bench"
+TEST_MODULE = "wse.tb.tile_tests"
+BENCH_MODULE = "wse.tb.tile_bench"
 
 
 def tile_routes(core):

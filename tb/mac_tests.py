@@ -5,8 +5,8 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from fabric import numerics
-from rtl.numfmt import FixedPoint
+from wse.fabric import numerics
+from wse.rtl.numfmt import FixedPoint
 
 from .router_tb import load_params
 

@@ -16,7 +16,7 @@ import socket
 
 import cocotb
 
-from fabric.wire import recv_message, send_message
+from wse.fabric.wire import recv_message, send_message
 
 from .mesh_tb import MeshTB, config_from_params
 from .router_tb import load_params

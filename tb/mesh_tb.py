@@ -9,7 +9,7 @@ send whole streams, collect everything that leaves, and count the cycles until t
 nothing moves for too long while the mesh is busy.
 """
 
-from fabric.config import MeshConfig
+from wse.fabric.config import MeshConfig
 
 from .clocked import ClockedTB
 from .streams import StreamSink, StreamSource, always, stuck_offers
@@ -35,7 +35,7 @@ class MeshTB(ClockedTB):
 
     def __init__(self, dut, config, *, idle=None, backpressure=None, watchdog=5000):
         super().__init__(dut)
-        from fabric.mesh import _edge_ports
+        from wse.fabric.mesh import _edge_ports
         self.config = config
         self.watchdog = watchdog
         self.received = {}

@@ -11,8 +11,8 @@ import random
 
 import cocotb
 
-from rtl.route_table import RouteTable
-from rtl.wavelet import WAVELET, Direction
+from wse.rtl.route_table import RouteTable
+from wse.rtl.wavelet import WAVELET, Direction
 
 from .router_stimulus import random_traffic
 from .router_tb import RouterTB, load_params

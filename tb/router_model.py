@@ -10,8 +10,8 @@ by configuration is not sent at all. Tests run such changes in separate phases.
 
 from dataclasses import dataclass, field
 
-from rtl.route_table import MAX_POSITIONS, Position, RouteTable
-from rtl.wavelet import CONFIG, CONTROL, WAVELET, ConfigOp, ControlOp, Direction
+from wse.rtl.route_table import MAX_POSITIONS, Position, RouteTable
+from wse.rtl.wavelet import CONFIG, CONTROL, WAVELET, ConfigOp, ControlOp, Direction
 
 __all__ = ["Fate", "RouterModel", "AmbiguousStimulus"]
 

@@ -10,8 +10,8 @@ inputs, so drops are exercised too. Every wavelet carries a unique id in its dat
 import random
 from dataclasses import dataclass, field
 
-from rtl.route_table import MAX_POSITIONS, RouteTable
-from rtl.wavelet import CONTROL, WAVELET, ControlOp, Direction
+from wse.rtl.route_table import MAX_POSITIONS, RouteTable
+from wse.rtl.wavelet import CONTROL, WAVELET, ControlOp, Direction
 
 __all__ = ["Traffic", "random_table", "random_traffic"]
 

@@ -11,8 +11,8 @@ has arrived and the router is quiet. A watchdog bounds every phase: when no wave
 import json
 import os
 
-from rtl.route_table import Position, RouteTable
-from rtl.wavelet import CONFIG, WAVELET, Direction
+from wse.rtl.route_table import Position, RouteTable
+from wse.rtl.wavelet import CONFIG, WAVELET, Direction
 
 from .clocked import ClockedTB
 from .router_model import RouterModel

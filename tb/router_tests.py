@@ -11,8 +11,8 @@ import os
 
 import cocotb
 
-from rtl.route_table import RouteTable, config_switch, config_write
-from rtl.wavelet import CONFIG, CONTROL, WAVELET, ConfigOp, ControlOp, Direction
+from wse.rtl.route_table import RouteTable, config_switch, config_write
+from wse.rtl.wavelet import CONFIG, CONTROL, WAVELET, ConfigOp, ControlOp, Direction
 
 from .router_stimulus import random_traffic
 from .router_tb import RouterStuck, RouterTB, config_word, data_words, load_params

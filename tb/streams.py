@@ -195,7 +195,7 @@ class StreamSink:
 
 def stuck_offers(sources):
     """Watchdog lines for ``{name: StreamSource}``: each input still offering a word, by color."""
-    from rtl.wavelet import WAVELET
+    from wse.rtl.wavelet import WAVELET
 
     lines = []
     for name, source in sources.items():

@@ -13,9 +13,9 @@ import os
 import cocotb
 import numpy as np
 
-from fabric import pe_model
-from rtl.core_params import CoreParams
-from rtl.wavelet import Direction
+from wse.fabric import pe_model
+from wse.rtl.core_params import CoreParams
+from wse.rtl.wavelet import Direction
 
 from .tile_tb import TileTB, load_params
 

@@ -8,9 +8,9 @@ waits until every port has received what the model says it sends; a watchdog nam
 still owed words if the tile stops moving.
 """
 
-from fabric import pe_model
-from rtl.core_params import COUNTER_BASE, COUNTERS
-from rtl.wavelet import WAVELET, Direction
+from wse.fabric import pe_model
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS
+from wse.rtl.wavelet import WAVELET, Direction
 
 from .clocked import ClockedTB
 from .router_tb import load_params

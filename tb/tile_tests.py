@@ -7,8 +7,8 @@ through the fabric and comparing them with the model's.
 import cocotb
 import numpy as np
 
-from fabric import pe_model
-from rtl.core_params import Y_BASE, CoreParams
+from wse.fabric import pe_model
+from wse.rtl.core_params import Y_BASE, CoreParams
 
 from .router_tests import pacing
 from .tile_tb import TileTB, load_params

@@ -6,10 +6,10 @@ back through a READ of the counter block, as the host would).
 
 from amaranth.sim import Simulator
 
-from fabric import pe_model
-from rtl.core import Core
-from rtl.core_params import COUNTER_BASE, COUNTERS
-from rtl.wavelet import WAVELET, ControlOp
+from wse.fabric import pe_model
+from wse.rtl.core import Core
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS
+from wse.rtl.wavelet import WAVELET, ControlOp
 
 
 def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True, **core_kwargs):

@@ -3,7 +3,7 @@
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.arbiter import RoundRobin
+from wse.rtl.arbiter import RoundRobin
 
 
 def simulate(count, requests_per_cycle, ready_per_cycle, hold=True):

@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from fabric import pe_model
-from fabric import serial_frames as sf
-from fabric.config import MeshConfig
-from fabric.mesh_model import MeshModel
-from fpga.bridge import MeshBridge, crc8_step
-from sim.board import BoardError, BoardSystem
-from sim.system import BACKENDS, GoldenSystem, open_system
-from tb.uart_sim import receive_bytes, send_bytes
+from wse.fabric import pe_model
+from wse.fabric import serial_frames as sf
+from wse.fabric.config import MeshConfig
+from wse.fabric.mesh_model import MeshModel
+from wse.fpga.bridge import MeshBridge, crc8_step
+from wse.sim.board import BoardError, BoardSystem
+from wse.sim.system import BACKENDS, GoldenSystem, open_system
+from wse.tb.uart_sim import receive_bytes, send_bytes
 
 from .test_mesh_cocotb import check_gemm, random_gemm
 
@@ -203,7 +203,7 @@ def _free_port():
 def board_session(config, sim, *, corrupt=(), fifo_depth=sf.DEFAULT_FIFO_DEPTH, timeout=60.0):
     """A :class:`BoardSystem` on ``socket://`` to ``config``'s bridge simulated on ``sim``;
     yields ``(system, outcome)``, ``outcome["result"]`` the cocotb run's once it ended."""
-    from sim.cocotb_run import build_once, run
+    from wse.sim.cocotb_run import build_once, run
 
     built = build_once(
         lambda: MeshBridge(config, clk_hz=SIM_DIVISOR * 1_000_000, baud=1_000_000,
@@ -216,7 +216,7 @@ def board_session(config, sim, *, corrupt=(), fifo_depth=sf.DEFAULT_FIFO_DEPTH, 
     outcome = {}
 
     def target():
-        outcome["result"] = run(built, module="tb.bridge_tb", params=params,
+        outcome["result"] = run(built, module="wse.tb.bridge_tb", params=params,
                                 name=f"bridge-{port}", timeout=600)
 
     thread = threading.Thread(target=target, daemon=True)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fabric.mesh_model import gemm_reference
-from fabric.program import compile_gemm
-from host.cli import main
-from sim.gemm_bench import gemm_config, prune, random_operands
+from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.program import compile_gemm
+from wse.host.cli import main
+from wse.sim.gemm_bench import gemm_config, prune, random_operands
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BENCH_KEYS = {
@@ -181,7 +181,7 @@ def test_bench_gemm_verilator(figure):
 def test_gemm_on_a_board_through_its_serial_bridge(tmp_path):
     """``--backend board``: the iCEBreaker's cores, over pyserial to a Python model of the
     bridge's protocol (tests/test_bridge.py), bit-exact against the golden model."""
-    from fpga.boards import board, mesh_config
+    from wse.fpga.boards import board, mesh_config
 
     from .test_bridge import BridgeModel, fake_bridge
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from host.cli import main
+from wse.host.cli import main
 
 FIELDS = ("test_accuracy", "weight_sparsity", "steps", "systems", "backend", "mesh_cycles",
           "dense_cycles", "weights_digest")

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fabric import pe_model
-from rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from wse.fabric import pe_model
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
 
 from .core_harness import run_core
 
@@ -130,8 +130,8 @@ def test_back_to_back_carriage_returns_and_reads_between():
 
 
 def test_params_round_trip_through_json_form():
-    from rtl.core_params import CoreColors
-    from rtl.numfmt import FixedPoint
+    from wse.rtl.core_params import CoreColors
+    from wse.rtl.numfmt import FixedPoint
     params = CoreParams(n_tok=32, lanes=4, rows=3, row=2, colors=CoreColors(cmd=20),
                         fmt=FixedPoint(width=8, frac_bits=3, acc_width=16))
     assert CoreParams.from_dict({**params.to_dict(), "seed": 1}) == params
@@ -160,7 +160,7 @@ def test_raw_carriage_returns_send_totals_out(row):
 
 def test_core_is_idle_only_when_everything_has_taken_effect():
     from amaranth.sim import Simulator
-    from rtl.core import Core
+    from wse.rtl.core import Core
 
     params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=1)
     dut = Core(params)

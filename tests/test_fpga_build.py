@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fpga.boards import BOARDS, board, mesh_config
-from fpga.build import BuildError, build
-from host.build_cli import build as build_command
-from fpga.clocks import ecp5_pll, ice40_pll
-from fpga.report import cell_counts, fit_error, nextpnr_report
+from wse.fpga.boards import BOARDS, board, mesh_config
+from wse.fpga.build import BuildError, build
+from wse.host.build_cli import build as build_command
+from wse.fpga.clocks import ecp5_pll, ice40_pll
+from wse.fpga.report import cell_counts, fit_error, nextpnr_report
 
 CI_TIMEOUT = 600        # seconds: a hung or runaway tool fails the test instead of the CI job
 
@@ -125,7 +125,7 @@ def test_small_build_through_the_cli(tmp_path):
 
 
 def test_runaway_tools_are_stopped(tmp_path):
-    from fpga.build import _run
+    from wse.fpga.build import _run
 
     (tmp_path / "hang.sh").write_text("sleep 30\n")
     with pytest.raises(BuildError, match=r"build did not finish in 0.5 s"):

@@ -2,12 +2,12 @@
 
 import pytest
 
-from sim.router_run import run_router_tests
+from wse.sim.router_run import run_router_tests
 
 
 @pytest.mark.xdist_group("verilator")
 def test_hung_simulation_is_killed_and_reported():
-    result = run_router_tests(sim="verilator", module="tb.selftest", testcase="hang", timeout=15)
+    result = run_router_tests(sim="verilator", module="wse.tb.selftest", testcase="hang", timeout=15)
     assert not result.passed
     message = result.failures["simulation"]
     assert message.startswith("killed after 15 s of wall-clock time"), message
@@ -22,7 +22,7 @@ def test_a_timeout_kills_only_its_own_simulator():
     results = {}
 
     def hang(seed, timeout):
-        results[seed] = run_router_tests(sim="verilator", module="tb.selftest", testcase="hang",
+        results[seed] = run_router_tests(sim="verilator", module="wse.tb.selftest", testcase="hang",
                                          seed=seed, timeout=timeout)
 
     short = threading.Thread(target=hang, args=(1, 8))

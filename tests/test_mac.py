@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from fabric import numerics
-from rtl.mac import Mac
-from rtl.numfmt import FixedPoint
+from wse.fabric import numerics
+from wse.rtl.mac import Mac
+from wse.rtl.numfmt import FixedPoint
 
 
 def run_mac(fmt, ops):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from rtl.mac import Mac
-from rtl.numfmt import FixedPoint
-from sim.cocotb_run import build, run
+from wse.rtl.mac import Mac
+from wse.rtl.numfmt import FixedPoint
+from wse.sim.cocotb_run import build, run
 
 from .cocotb_checks import SIMS, check
 
@@ -14,6 +14,6 @@ from .cocotb_checks import SIMS, check
 @pytest.mark.parametrize("sim", SIMS)
 def test_mac(sim, fmt, figure):
     built = build(Mac(fmt), top=f"mac_{fmt.width}_{fmt.acc_width}", sim=sim)
-    result = run(built, module="tb.mac_tests",
+    result = run(built, module="wse.tb.mac_tests",
                  params={"fmt": vars(fmt), "seed": 3, "count": 3000})
     check(result, figure, sim)

@@ -6,13 +6,13 @@ import zipfile
 import numpy as np
 import pytest
 
-from host import checkpoint
-from host.layer_stream import LayerStream, quantise
-from host.memoryx import CheckpointError, LayerSpec, MemoryX
-from host.optim import SGD, Adam
-from host.sparsity import SparsitySchedule, magnitude_mask, random_mask, reselect
-from host.tiers import TieredStore
-from rtl.numfmt import FixedPoint
+from wse.host import checkpoint
+from wse.host.layer_stream import LayerStream, quantise
+from wse.host.memoryx import CheckpointError, LayerSpec, MemoryX
+from wse.host.optim import SGD, Adam
+from wse.host.sparsity import SparsitySchedule, magnitude_mask, random_mask, reselect
+from wse.host.tiers import TieredStore
+from wse.rtl.numfmt import FixedPoint
 
 SPECS = [LayerSpec("fc0", 12, 16, sparse=True), LayerSpec("fc1", 16, 5)]
 

@@ -9,11 +9,11 @@ bit: GEMM outputs (requantised and raw), memory read back, and every counter of 
 import numpy as np
 import pytest
 
-from fabric.config import MeshConfig
-from fabric.cycle_model import predict_cycles
-from fabric.mesh_model import gemm_reference
-from rtl.core_params import COUNTERS
-from sim.system import CocotbSystem, GoldenSystem, SimulationError
+from wse.fabric.config import MeshConfig
+from wse.fabric.cycle_model import predict_cycles
+from wse.fabric.mesh_model import gemm_reference
+from wse.rtl.core_params import COUNTERS
+from wse.sim.system import CocotbSystem, GoldenSystem, SimulationError
 
 from .cocotb_checks import SIMS
 
@@ -107,8 +107,8 @@ def test_one_tile_mesh(sim, figure):
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_a_foreign_color_is_flagged_and_a_stuck_mesh_is_named(sim):
-    from fabric import pe_model
-    from rtl.wavelet import pack
+    from wse.fabric import pe_model
+    from wse.rtl.wavelet import pack
 
     rtl, golden = sessions(MESH_2X3, sim, watchdog=500)
     with golden:

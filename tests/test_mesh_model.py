@@ -5,13 +5,13 @@ and the protocol errors (stuck carriage returns, dropped colors, configuration).
 import numpy as np
 import pytest
 
-from fabric import numerics
-from fabric.config import MeshConfig
-from fabric.mesh_model import MeshModel, gemm_reference
-from fabric.pe_model import COUNTER_BASE, cr, read, weight
-from fabric.program import Placement, compile_gemm
-from rtl.numfmt import FixedPoint
-from rtl.wavelet import CONTROL, ControlOp, pack
+from wse.fabric import numerics
+from wse.fabric.config import MeshConfig
+from wse.fabric.mesh_model import MeshModel, gemm_reference
+from wse.fabric.pe_model import COUNTER_BASE, cr, read, weight
+from wse.fabric.program import Placement, compile_gemm
+from wse.rtl.numfmt import FixedPoint
+from wse.rtl.wavelet import CONTROL, ControlOp, pack
 
 ACC_MAX, ACC_MIN = 2**31 - 1, -2**31
 

@@ -8,7 +8,7 @@ per (mesh, simulator) runs all of its GEMMs.
 import numpy as np
 import pytest
 
-from fabric.config import MeshConfig
+from wse.fabric.config import MeshConfig
 
 from .cocotb_checks import SIMS
 from .test_mesh_cocotb import check_gemm, random_gemm, sessions

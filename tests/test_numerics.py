@@ -5,8 +5,8 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from fabric import numerics
-from rtl.numfmt import FixedPoint
+from wse.fabric import numerics
+from wse.rtl.numfmt import FixedPoint
 
 
 def test_requantise_rounds_half_to_even_like_numpy():

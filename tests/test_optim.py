@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from host.optim import SGD, Adam, AdamW, make_optimizer
+from wse.host.optim import SGD, Adam, AdamW, make_optimizer
 
 STEPS = 6
 

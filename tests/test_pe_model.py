@@ -4,10 +4,10 @@
 import numpy as np
 import pytest
 
-from fabric.pe_model import (COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreModel, CoreParams,
+from wse.fabric.pe_model import (COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreModel, CoreParams,
                              addr, axpy_cycles, cr, load, read, weight)
-from rtl.numfmt import FixedPoint
-from rtl.wavelet import ControlOp, pack
+from wse.rtl.numfmt import FixedPoint
+from wse.rtl.wavelet import ControlOp, pack
 
 ACC_MAX, ACC_MIN = 2**31 - 1, -2**31
 C = CoreColors()

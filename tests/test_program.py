@@ -4,12 +4,12 @@ placements, the validation messages, the streams wavelet by wavelet, load / read
 import numpy as np
 import pytest
 
-from fabric.config import MeshConfig
-from fabric.pe_model import CoreModel
-from fabric.program import MAX_READ, GemmProgram, Placement, compile_gemm
-from rtl.core_params import Y_BASE
-from rtl.numfmt import FixedPoint
-from rtl.wavelet import CONTROL, ControlOp, pack, unpack
+from wse.fabric.config import MeshConfig
+from wse.fabric.pe_model import CoreModel
+from wse.fabric.program import MAX_READ, GemmProgram, Placement, compile_gemm
+from wse.rtl.core_params import Y_BASE
+from wse.rtl.numfmt import FixedPoint
+from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
 
 
 def sparse(rng, shape, density, lo=-300, hi=300):
@@ -234,7 +234,7 @@ def test_streams_are_the_nonzeros_then_a_cr_per_output_in_every_row(rows, cols, 
 
 
 def test_weight_wavelets_match_the_pe_builders():
-    from fabric.pe_model import cr, weight
+    from wse.fabric.pe_model import cr, weight
     W = np.array([[-5, 0, 32767], [0, -32768, 1]])
     prog = compile_gemm(CFG, W, balance=False)
     p = CFG.core(0, 0)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from rtl.route_table import Position, RouteTable, config_switch, config_write
-from rtl.wavelet import CONFIG, WAVELET, ConfigOp, ControlOp, Direction
+from wse.rtl.route_table import Position, RouteTable, config_switch, config_write
+from wse.rtl.wavelet import CONFIG, WAVELET, ConfigOp, ControlOp, Direction
 
 
 def test_positions_from_strings_masks_and_directions():

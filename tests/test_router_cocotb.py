@@ -7,7 +7,7 @@ figures each run logs (copies delivered, cycles, drops, hop latency) appear at t
 
 import pytest
 
-from sim.router_run import run_router_tests
+from wse.sim.router_run import run_router_tests
 
 from .cocotb_checks import SIMS, check
 
@@ -25,7 +25,7 @@ def test_router(sim, testcase, figure):
 @pytest.mark.parametrize("sim", SIMS)
 def test_router_single_queue_depth_2(sim, figure):
     """The smallest configuration: one queue per port, two entries; fuzz and every path."""
-    result = run_router_tests(sim=sim, n_queues=1, depth=2, module="tb.router_tests",
+    result = run_router_tests(sim=sim, n_queues=1, depth=2, module="wse.tb.router_tests",
                               testcase="random_traffic_fuzz", seed=2)
     check(result, figure, f"{sim} q1d2")
 

@@ -5,11 +5,11 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.route_table import RouteTable
-from rtl.router import Router
-from rtl.wavelet import WAVELET, Direction
-from tb.router_model import RouterModel
-from tb.scoreboard import Scoreboard
+from wse.rtl.route_table import RouteTable
+from wse.rtl.router import Router
+from wse.rtl.wavelet import WAVELET, Direction
+from wse.tb.router_model import RouterModel
+from wse.tb.scoreboard import Scoreboard
 
 
 def run_router(router, streams, *, cycles, ready=lambda d, cycle: True, idle=lambda d, c: True):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from fabric.config import MeshConfig, parse_mesh
-from fabric.routes import ColorPlan, Flow, RoutePlanError, find_cycle
-from rtl.route_table import RouteTable
+from wse.fabric.config import MeshConfig, parse_mesh
+from wse.fabric.routes import ColorPlan, Flow, RoutePlanError, find_cycle
+from wse.rtl.route_table import RouteTable
 
 
 @pytest.mark.parametrize("rows, cols", [(1, 1), (1, 5), (5, 1), (2, 2), (3, 4), (4, 4), (8, 8),

@@ -7,7 +7,7 @@ from amaranth.hdl import Module
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
 
-from rtl.shift_fifo import ShiftFIFO
+from wse.rtl.shift_fifo import ShiftFIFO
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from fabric.config import MeshConfig
-from host.layer_stream import LayerStream
-from host.messages import decode, encode
-from host.swarmx import SwarmError, SwarmX, Tree
-from rtl.numfmt import FixedPoint
+from wse.fabric.config import MeshConfig
+from wse.host.layer_stream import LayerStream
+from wse.host.messages import decode, encode
+from wse.host.swarmx import SwarmError, SwarmX, Tree
+from wse.rtl.numfmt import FixedPoint
 
 
 @pytest.mark.parametrize("n, k, depth, links", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim.tile_run import run_tile_tests
+from wse.sim.tile_run import run_tile_tests
 
 from .cocotb_checks import SIMS, check
 

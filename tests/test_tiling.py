@@ -4,11 +4,11 @@ the wavelet-level golden System against the fast one."""
 import numpy as np
 import pytest
 
-from fabric import numerics
-from fabric.config import MeshConfig
-from fabric.gradient import gradient_reference
-from fabric.tiling import combine, plan_tiles, run_tiled
-from sim.system import GoldenSystem
+from wse.fabric import numerics
+from wse.fabric.config import MeshConfig
+from wse.fabric.gradient import gradient_reference
+from wse.fabric.tiling import combine, plan_tiles, run_tiled
+from wse.sim.system import GoldenSystem
 
 SMALL = MeshConfig(2, 2, n_feat=4, n_tok=2, n_out=4)
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from host.train import Trainer, TrainSettings
+from wse.host.train import Trainer, TrainSettings
 
 STEPS = 8
 

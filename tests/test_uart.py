@@ -7,8 +7,8 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
-from fpga.uart import UARTRx, UARTTx, check_divisor, divisor_for
-from tb.uart_sim import receive_bytes, send_bytes
+from wse.fpga.uart import UARTRx, UARTTx, check_divisor, divisor_for
+from wse.tb.uart_sim import receive_bytes, send_bytes
 
 
 def run_rx(divisor, script):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 
-from rtl.wavelet import (CONFIG, CONTROL, WAVELET, WAVELET_BITS, ConfigPayload, ControlOp,
+from wse.rtl.wavelet import (CONFIG, CONTROL, WAVELET, WAVELET_BITS, ConfigPayload, ControlOp,
                          ControlPayload, Direction, Wavelet, pack, unpack)
 
 
