@@ -1,5 +1,7 @@
 """The parameters of a mesh: its size, the cores' sizes and format, and the color plan they imply."""
 
+import dataclasses
+import math
 import operator
 import re
 from dataclasses import dataclass, field, fields
@@ -9,7 +11,7 @@ from wse.rtl.numfmt import FixedPoint
 
 from .routes import ColorPlan
 
-__all__ = ["MeshConfig", "parse_mesh"]
+__all__ = ["MeshConfig", "gemm_config", "parse_mesh"]
 
 
 def parse_mesh(text):
@@ -99,3 +101,21 @@ class MeshConfig:
     def __str__(self):
         return (f"{self.rows}x{self.cols} mesh of cores with {self.n_feat} features, "
                 f"{self.n_tok} tokens, {self.n_out} outputs, {self.lanes} lane(s)")
+
+
+def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrides):
+    """The smallest :class:`MeshConfig` of ``mesh`` (``(rows, cols)``) at least
+    as large as the default (or ``overrides``) that holds an ``out_features x in_features`` GEMM
+    on ``tokens`` tokens: ``n_feat`` and ``n_out`` (not needed with ``raw``) grow to a row's
+    share of the features, ``n_tok`` to the next power of two of a column's share of the tokens.
+
+    ``ValueError`` (from :class:`~rtl.core_params.CoreParams`) when a core cannot be that large.
+    """
+    rows, cols = mesh
+    base = MeshConfig(rows, cols, **overrides)
+    n_tok = 1 << (math.ceil(tokens / cols) - 1).bit_length()
+    return dataclasses.replace(
+        base,
+        n_feat=max(base.n_feat, math.ceil(in_features / rows)),
+        n_out=base.n_out if raw else max(base.n_out, math.ceil(out_features / rows)),
+        n_tok=max(base.n_tok, n_tok))

@@ -1,6 +1,6 @@
 """The serial bridge: a mesh behind a UART, driven by checksummed frames (``docs/bridge.md``).
 
-The host sends 8-byte frames (:mod:`fabric.serial_frames`), each a wavelet for one row's intake
+The host sends 8-byte frames (:mod:`fpga.serial_frames`), each a wavelet for one row's intake
 or a status request; the bridge sends back a frame for every wavelet that leaves an outlet,
 credit frames that pace the host, and a status frame once an exchange is over.
 """
@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
-from wse.fabric.serial_frames import DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op, crc8
+from wse.fpga.serial_frames import DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op, crc8
 from wse.rtl.wavelet import WAVELET_BITS
 
 from .uart import UARTRx, UARTTx, divisor_for
@@ -26,7 +26,7 @@ SETTLE_CYCLES = 2
 
 
 def crc8_step(crc, byte):
-    """The CRC-8 of :func:`fabric.serial_frames.crc8`: ``crc`` continued by ``byte``, as logic.
+    """The CRC-8 of :func:`fpga.serial_frames.crc8`: ``crc`` continued by ``byte``, as logic.
 
     The CRC of one byte is linear in ``crc ^ byte``: each output bit is the XOR of the input
     bits whose unit vectors set it (one level of XORs, the table taken from the codec itself).
@@ -47,7 +47,7 @@ class MeshBridge(wiring.Component):
     the host as a credit frame. A status request is answered once every FIFO is empty, the mesh
     has been idle for :data:`SETTLE_CYCLES` cycles and every outlet frame has gone, with the
     cycles of the exchange, the flags and the bad-frame count
-    (:class:`fabric.serial_frames.Status`).
+    (:class:`fpga.serial_frames.Status`).
 
     Throughput is the UART's: a host frame every ``80 * divisor`` cycles at best.
 

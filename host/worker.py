@@ -1,4 +1,4 @@
-"""One system in the swarm: a mesh (a :class:`~sim.system.System`) and its shard's activations.
+"""One system in the swarm: a mesh (a :class:`~runtime.system.System`) and its shard's activations.
 
 SwarmX's transports deliver byte messages (:mod:`host.messages`) to :meth:`MeshWorker.handle`;
 every backend (in-process, a local process, a Ray actor) runs this same class, so they compute
@@ -41,10 +41,10 @@ class GoldenMismatch(AssertionError):
 
 class MeshWorker:
     """A system: ``config`` (a :class:`MeshConfig` or its dict), a ``backend`` of
-    :func:`sim.system.open_system`, and whether to check every result against golden."""
+    :func:`runtime.system.open_system`, and whether to check every result against golden."""
 
     def __init__(self, config, backend="golden", *, check_golden=False, index=0):
-        from wse.sim.system import open_system
+        from wse.runtime.system import open_system
 
         self.config = config if isinstance(config, MeshConfig) else MeshConfig.from_dict(config)
         self.backend = backend

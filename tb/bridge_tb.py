@@ -1,7 +1,7 @@
 """cocotb testbench for the serial bridge (:class:`fpga.bridge.MeshBridge`): a serial cable.
 
 The ``serve`` test resets the bridge, listens on the TCP port named in ``WSE_PARAMS`` and,
-once a host connects (``sim.board.BoardSystem`` on ``socket://127.0.0.1:<port>``), moves every
+once a host connects (``runtime.board.BoardSystem`` on ``socket://127.0.0.1:<port>``), moves every
 byte the host writes onto the bridge's ``rx`` line and every byte the bridge sends on ``tx``
 back to the host, through UART models (:mod:`tb.uart`), until the host hangs up. While the
 bridge is not busy and nothing is on the line, the simulation waits for the host in wall time

@@ -1,11 +1,11 @@
 """A cocotb test that serves a mesh simulation to a host process over a socket.
 
-:class:`sim.system.CocotbSystem` starts a simulator with this module; the ``serve`` test resets
+:class:`runtime.system.CocotbSystem` starts a simulator with this module; the ``serve`` test resets
 the mesh, connects to the Unix socket named in ``WSE_PARAMS`` and runs the requests it reads,
 one at a time, while the simulation keeps its state between them (the host loads activations,
 streams weights and reads results as separate exchanges, as on the real fabric).
 
-Protocol: each message is a 4-byte big-endian length and a JSON object (:mod:`fabric.wire`).
+Protocol: each message is a 4-byte big-endian length and a JSON object (:mod:`runtime.wire`).
 ``{"op": "exchange", "streams": {port: [words]}}`` -> ``{"ok": true, "received": {port:
 [words]}, "cycles": n, "error": 0|1, "overflow": 0|1}``; ``{"op": "quit"}`` ends the test.
 A failure (a stuck mesh, a broken stream rule) is answered with ``{"ok": false, "message":
@@ -16,7 +16,7 @@ import socket
 
 import cocotb
 
-from wse.fabric.wire import recv_message, send_message
+from wse.runtime.wire import recv_message, send_message
 
 from .mesh_tb import MeshTB, config_from_params
 from .router_tb import load_params

@@ -1,10 +1,10 @@
-"""The serial bridge (``fpga/bridge.py``) and the board backend (``sim/board.py``).
+"""The serial bridge (``fpga/bridge.py``) and the board backend (``runtime/board.py``).
 
-- the frame codec (``fabric/serial_frames.py``) against a plain CRC-8 and its own decoder;
+- the frame codec (``fpga/serial_frames.py``) against a plain CRC-8 and its own decoder;
 - the bridge in Amaranth's simulator on a 1x1 mesh: good and bad frames through a UART line
   model; exactly the good wavelets reach the mesh's intake, the replies equal the golden
   model's outlets, every bad frame is counted in the status reply;
-- the real :class:`sim.board.BoardSystem` over pyserial (``socket://``) talking to the bridge
+- the real :class:`runtime.board.BoardSystem` over pyserial (``socket://``) talking to the bridge
   simulated under cocotb (``tb/bridge_tb.py``): GEMMs bit-exact against :class:`GoldenSystem`,
   and a corrupted byte on the line that is counted, reported and never becomes a wavelet.
 """
@@ -20,12 +20,12 @@ import pytest
 from amaranth.sim import Simulator
 
 from wse.fabric import pe_model
-from wse.fabric import serial_frames as sf
+from wse.fpga import serial_frames as sf
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh_model import MeshModel
 from wse.fpga.bridge import MeshBridge, crc8_step
-from wse.sim.board import BoardError, BoardSystem
-from wse.sim.system import BACKENDS, GoldenSystem, open_system
+from wse.runtime.board import BoardError, BoardSystem
+from wse.runtime.system import BACKENDS, GoldenSystem, open_system
 from wse.tb.uart_sim import receive_bytes, send_bytes
 
 from .test_mesh_cocotb import check_gemm, random_gemm

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from wse.fabric.mesh_model import gemm_reference
 from wse.fabric.program import compile_gemm
 from wse.host.cli import main
-from wse.sim.gemm_bench import gemm_config, prune, random_operands
+from wse.bench.gemm import prune, random_operands
+from wse.fabric.config import gemm_config
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BENCH_KEYS = {

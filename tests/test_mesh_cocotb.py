@@ -1,7 +1,7 @@
 """The mesh RTL under cocotb, through the System interface, against the golden mesh model.
 
-Each test opens one simulator session (:class:`sim.system.CocotbSystem`) and a
-:class:`sim.system.GoldenSystem`, runs the same calls on both and compares every result bit for
+Each test opens one simulator session (:class:`runtime.system.CocotbSystem`) and a
+:class:`runtime.system.GoldenSystem`, runs the same calls on both and compares every result bit for
 bit: GEMM outputs (requantised and raw), memory read back, and every counter of every PE except
 ``stall_cycles`` (waits depend on timing). Figures (cycles, skipped MACs) are printed.
 """
@@ -13,7 +13,7 @@ from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import predict_cycles
 from wse.fabric.mesh_model import gemm_reference
 from wse.rtl.core_params import COUNTERS
-from wse.sim.system import CocotbSystem, GoldenSystem, SimulationError
+from wse.runtime.system import CocotbSystem, GoldenSystem, SimulationError
 
 from .cocotb_checks import SIMS
 

@@ -8,7 +8,7 @@ from wse.fabric import numerics
 from wse.fabric.config import MeshConfig
 from wse.fabric.gradient import gradient_reference
 from wse.fabric.tiling import combine, plan_tiles, run_tiled
-from wse.sim.system import GoldenSystem
+from wse.runtime.system import GoldenSystem
 
 SMALL = MeshConfig(2, 2, n_feat=4, n_tok=2, n_out=4)
 

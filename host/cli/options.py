@@ -1,4 +1,4 @@
-"""Options the ``wse`` subcommands share (``host/cli.py``, ``host/train_cli.py``)."""
+"""Options the ``wse`` subcommands share (``host/cli/__init__.py``, ``host/cli/train.py``)."""
 
 import click
 

@@ -4,7 +4,7 @@ Every frame is a sync byte, a command byte, a fixed-length payload and a CRC-8 o
 and payload bytes (polynomial ``x^8 + x^2 + x + 1``, ``0x07``, initial value 0, no reflection:
 CRC-8/SMBUS). Multi-byte fields are little-endian. The contract, with the reasons, is
 ``docs/bridge.md``; the bridge's RTL takes its constants from here, the host
-(:mod:`sim.board`) and the testbenches encode and decode with these functions.
+(:mod:`runtime.board`) and the testbenches encode and decode with these functions.
 
 Host to bridge, 8 bytes each: ``0x00 + r`` a wavelet into row ``r`` (payload: the 38-bit packed
 wavelet, bits 39:38 zero); ``0x80`` a status request (payload zero).

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .cli_options import mesh_shape
+from .options import mesh_shape
 
 __all__ = ["train", "plot_training"]
 
@@ -73,8 +73,8 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
           checkpoint_every, as_json, check_golden):
     """Train a 64-64-10 ReLU network on scikit-learn's digits by weight streaming: MemoryX
     streams each layer, SwarmX broadcasts it to the systems and sums their gradients."""
-    from .checkpoint import CheckpointError
-    from .train import Trainer, TrainSettings
+    from wse.host.checkpoint import CheckpointError
+    from wse.host.train import Trainer, TrainSettings
 
     if steps is None and epochs is None:
         epochs = 10

@@ -1,11 +1,11 @@
-"""``wse build``: a bitstream for a board, and what it cost (``host/cli.py`` registers it)."""
+"""``wse build``: a bitstream for a board, and what it cost (``host/cli/__init__.py`` registers it)."""
 
 import json
 import sys
 
 import click
 
-from .cli_options import mesh_shape
+from .options import mesh_shape
 
 __all__ = ["build"]
 

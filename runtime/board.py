@@ -1,7 +1,7 @@
 """The ``board`` backend: a mesh on an FPGA behind the serial bridge (``fpga/bridge.py``).
 
-:class:`BoardSystem` is a :class:`~sim.system.System` whose one primitive, ``_exchange``, speaks
-the bridge's frames (:mod:`fabric.serial_frames`, ``docs/bridge.md``) over pyserial: every
+:class:`BoardSystem` is a :class:`~runtime.system.System` whose one primitive, ``_exchange``, speaks
+the bridge's frames (:mod:`fpga.serial_frames`, ``docs/bridge.md``) over pyserial: every
 wavelet goes out as a checksummed frame to its row, paced by the bridge's credits; a status
 request ends the exchange, and the outlet frames and the status reply come back. ``port`` is a
 device (``/dev/ttyUSB1``) or any pyserial URL (``socket://127.0.0.1:5000`` for the simulated
@@ -11,7 +11,7 @@ bridge of ``tb/bridge_tb.py``).
 import time
 from collections import deque
 
-from wse.fabric import serial_frames as sf
+from wse.fpga import serial_frames as sf
 
 from .system import Exchange, SimulationError, System
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from wse.fabric import pe_model
 from wse.fabric.config import MeshConfig
-from wse.fabric.wire import recv_message, send_message
+from wse.runtime.wire import recv_message, send_message
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
 from wse.rtl.wavelet import unpack
 
@@ -377,7 +377,7 @@ def open_system(backend="golden", config=None, **kwargs):
         return GoldenSystem(config, **kwargs)
     if backend in ("verilator", "icarus"):
         return CocotbSystem(config, sim=backend, **kwargs)
-    if backend == "board":      # sim/board.py: a bridge on a serial port (``port=`` required)
+    if backend == "board":      # runtime/board.py: a bridge on a serial port (``port=`` required)
         from .board import BoardSystem
         return BoardSystem(config, **kwargs)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")

@@ -2,8 +2,8 @@
 
 Subcommands grow with the project: ``wse gemm`` runs ``Y = W @ X`` on a mesh, ``wse sim`` runs
 cocotb testbenches, ``wse bench`` measures, ``wse export`` writes Verilog, ``wse train`` trains a
-network by weight streaming (:mod:`host.train_cli`), ``wse build`` makes a bitstream
-(:mod:`host.build_cli`).
+network by weight streaming (:mod:`host.cli.train`), ``wse build`` makes a bitstream
+(:mod:`host.cli.build`).
 """
 
 import json
@@ -17,14 +17,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .build_cli import build
-from .cli_options import mesh_shape as _mesh_shape
-from .train_cli import train
+from .build import build
+from .options import mesh_shape as _mesh_shape
+from .train import train
 
 __all__ = ["main"]
 
 SIMULATORS = click.Choice(["verilator", "icarus"])
-BACKENDS = click.Choice(["golden", "verilator", "icarus"])    # the simulating sim.system.BACKENDS
+BACKENDS = click.Choice(["golden", "verilator", "icarus"])    # the simulating runtime.system.BACKENDS
 
 console = Console(stderr=True)
 
@@ -39,10 +39,10 @@ MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="
                            callback=_mesh_shape, help="Rows x columns of tiles.")
 
 
-# -- wse train (host/train_cli.py) ------------------------------------------------------------
+# -- wse train (host/cli/train.py) ------------------------------------------------------------
 
 main.add_command(train)
-main.add_command(build)     # wse build: bitstreams (host/build_cli.py)
+main.add_command(build)     # wse build: bitstreams (host/cli/build.py)
 
 
 # -- wse gemm -----------------------------------------------------------------------------------
@@ -76,8 +76,8 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
     range. Saves Y, prints the compute-phase cycles and the counters."""
     from wse.rtl.core_params import COUNTERS
-    from wse.sim.gemm_bench import gemm_config
-    from wse.sim.system import SimulationError, open_system
+    from wse.fabric.config import gemm_config
+    from wse.runtime.system import SimulationError, open_system
 
     W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
     if W.shape[1] != X.shape[0]:
@@ -278,12 +278,13 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
                as_json, sweep, out_dir):
     """A magnitude-pruned GEMM against its dense original: cycles, speedup, utilisation, what
     limits it; every result checked bit for bit against the reference."""
-    from wse.sim import gemm_bench
+    from wse.bench import gemm as gemm_bench
+    from wse.fabric.config import gemm_config
 
     shape = {"out_features": out_features, "in_features": in_features, "tokens": tokens}
     sparsities = gemm_bench.SWEEP_SPARSITIES if sweep else (sparsity,)
     try:
-        gemm_bench.gemm_config(mesh, out_features, in_features, tokens)
+        gemm_config(mesh, out_features, in_features, tokens)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--mesh / the shape") from error
     with console.status(f"GEMM bench on {backend}") as status:

@@ -1,7 +1,7 @@
 """``wse bench gemm``: a pruned GEMM on the mesh against its dense original, measured.
 
 One measurement point takes a dense random ``W0`` (every weight nonzero), prunes it by magnitude
-to a sparsity ``s`` and runs ``Y = W @ X`` three times on one :class:`~sim.system.System`: the
+to a sparsity ``s`` and runs ``Y = W @ X`` three times on one :class:`~runtime.system.System`: the
 sparse ``W`` (only its nonzeros streamed), the same ``W`` with its zeros streamed as explicit
 weights, and the dense ``W0``. Every result is checked bit for bit against
 :func:`fabric.mesh_model.gemm_reference`; the figures say how close the sparse run comes to the
@@ -18,17 +18,16 @@ import operator
 
 import numpy as np
 
-from wse.fabric.config import MeshConfig, parse_mesh
+from wse.fabric.config import MeshConfig, gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles
 from wse.fabric.mesh_model import gemm_reference
 
-from .system import open_system
+from wse.runtime.system import open_system
 
 __all__ = [
     "SCALE",
     "SWEEP_SPARSITIES",
     "bench_gemm",
-    "gemm_config",
     "plot_sweep",
     "prune",
     "random_operands",
@@ -41,24 +40,6 @@ SWEEP_SPARSITIES = (0, .25, .5, .75, .8, .85, .9, .95, .98, .99)
 #: Weights and activations are drawn from ``±(1..SCALE)``: products up to ``SCALE**2`` keep a
 #: 64-input dot product well inside the int32 accumulator and its requantised value in int16.
 SCALE = 300
-
-
-def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrides):
-    """The smallest :class:`~fabric.config.MeshConfig` of ``mesh`` (``(rows, cols)``) at least
-    as large as the default (or ``overrides``) that holds an ``out_features x in_features`` GEMM
-    on ``tokens`` tokens: ``n_feat`` and ``n_out`` (not needed with ``raw``) grow to a row's
-    share of the features, ``n_tok`` to the next power of two of a column's share of the tokens.
-
-    ``ValueError`` (from :class:`~rtl.core_params.CoreParams`) when a core cannot be that large.
-    """
-    rows, cols = mesh
-    base = MeshConfig(rows, cols, **overrides)
-    n_tok = 1 << (math.ceil(tokens / cols) - 1).bit_length()
-    return dataclasses.replace(
-        base,
-        n_feat=max(base.n_feat, math.ceil(in_features / rows)),
-        n_out=base.n_out if raw else max(base.n_out, math.ceil(out_features / rows)),
-        n_tok=max(base.n_tok, n_tok))
 
 
 def random_operands(out_features, in_features, tokens, *, act_sparsity=0.0, seed=1):

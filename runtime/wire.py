@@ -1,5 +1,5 @@
 """The framing the host and the cocotb mesh server share: a 4-byte big-endian length, then a
-JSON object (``sim.system.CocotbSystem`` on one end, ``tb.mesh_server`` on the other)."""
+JSON object (``runtime.system.CocotbSystem`` on one end, ``tb.mesh_server`` on the other)."""
 
 import json
 import struct
