@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .validate import count, int_array, readonly
+from wse.rtl.validate import count, int_array, readonly
 
 __all__ = ["Placement"]
 

@@ -33,7 +33,7 @@ from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
 
 from .config import MeshConfig
 from .placement import Placement
-from .validate import count, index_text, int_array, readonly
+from wse.rtl.validate import count, index_text, int_array, readonly
 
 __all__ = ["Placement", "GemmProgram", "compile_gemm", "MAX_READ"]
 
