@@ -289,7 +289,7 @@ class CocotbSystem(System):
         super().__init__(config)
         from wse.fabric.mesh import AxiStreamMesh
 
-        from .cocotb_run import build_once, run
+        from wse.sim.cocotb_run import build_once, run
 
         self.backend = sim
         cfg = self.config

@@ -58,7 +58,8 @@ def _table(result):
 def build(board_name, mesh, out, clock_mhz, seed, timeout, as_json):
     """Build the bitstream of a mesh behind its serial bridge for BOARD and report its cost:
     LUTs, FFs, block RAMs, DSPs, fmax against the target clock."""
-    from wse.fpga.build import BuildError, build as run_build
+    from wse.fpga.build import BuildError
+    from wse.fpga.build import build as run_build
 
     try:
         result = run_build(board_name, mesh, out=out, seed=seed, timeout=timeout,

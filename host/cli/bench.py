@@ -1,0 +1,158 @@
+"""``wse bench``: measure the router, the PE and the GEMM, and print the figures."""
+
+import json
+from pathlib import Path
+
+import click
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .options import BACKENDS, MESH_OPTION, SIMULATORS, console
+
+
+@click.group()
+def bench():
+    """Measure, and print the figures (a table, or one JSON object with --json)."""
+
+
+@bench.command("router")
+@click.option("--sim", "simulator", type=SIMULATORS, default="verilator", show_default=True)
+@click.option("--fuzz", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Wavelets in the random-traffic fuzz.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def bench_router(simulator, fuzz, seed, as_json):
+    """Router throughput with all outputs saturated, hop latency, and a long fuzz, in RTL."""
+    from wse.sim.router_bench import bench_router as measure
+
+    with console.status(f"router bench on {simulator}: throughput, latency, "
+                        f"{fuzz} fuzz wavelets"):
+        try:
+            figures = measure(sim=simulator, fuzz=fuzz, seed=seed)
+        except RuntimeError as error:
+            raise click.ClickException(str(error)) from error
+    _print_figures(figures, f"router on {simulator}", as_json)
+
+
+@bench.command("pe")
+@click.option("--sim", "simulator", type=SIMULATORS, default="verilator", show_default=True)
+@click.option("--lanes", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Tokens per cycle (a power of two dividing --tokens).")
+@click.option("--tokens", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Local tokens per core (a power of two).")
+@click.option("--weights", type=click.IntRange(min=2), default=400, show_default=True,
+              help="Weights streamed per measurement point.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
+    """Cycles per weight against activation density, zero-weight and CR cost, in RTL."""
+    from wse.rtl.core_params import CoreParams
+    from wse.sim.tile_bench import bench_pe as measure
+
+    try:
+        CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+    with console.status(f"PE bench on {simulator}: {lanes} lanes, {tokens} tokens"):
+        try:
+            figures = measure(sim=simulator, lanes=lanes, tokens=tokens, weights=weights,
+                              seed=seed)
+        except RuntimeError as error:
+            raise click.ClickException(str(error)) from error
+    _print_figures(figures, f"PE on {simulator}", as_json)
+
+
+@bench.command("gemm")
+@MESH_OPTION
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.9,
+              show_default=True, help="Fraction of W0's weights pruned (by magnitude).")
+@click.option("--out-features", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--in-features", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--tokens", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--act-sparsity", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of zero activations in X.")
+@click.option("--backend", type=BACKENDS, default="verilator", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (nothing else).")
+@click.option("--sweep", is_flag=True,
+              help="Sparsities 0 to 0.99 instead of --sparsity; writes DIR/gemm_sweep.png "
+                   "and DIR/gemm_sweep.json.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("bench/results"), show_default=True, metavar="DIR",
+              help="Where --sweep writes its plot and figures.")
+def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, backend, seed,
+               as_json, sweep, out_dir):
+    """A magnitude-pruned GEMM against its dense original: cycles, speedup, utilisation, what
+    limits it; every result checked bit for bit against the reference."""
+    from wse.bench import gemm as gemm_bench
+    from wse.fabric.config import gemm_config
+
+    shape = {"out_features": out_features, "in_features": in_features, "tokens": tokens}
+    sparsities = gemm_bench.SWEEP_SPARSITIES if sweep else (sparsity,)
+    try:
+        gemm_config(mesh, out_features, in_features, tokens)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--mesh / the shape") from error
+    with console.status(f"GEMM bench on {backend}") as status:
+        try:
+            points = gemm_bench.sweep_gemm(sparsities, mesh=mesh, act_sparsity=act_sparsity,
+                                           backend=backend, seed=seed, progress=status.update,
+                                           **shape)
+        except (RuntimeError, ValueError) as error:   # SimulationError is a RuntimeError
+            raise click.ClickException(str(error)) from error
+    if not sweep:
+        _print_figures(points[0], f"sparse GEMM on {backend}", as_json)
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gemm_bench.plot_sweep(points, out_dir / "gemm_sweep.png")
+    (out_dir / "gemm_sweep.json").write_text(json.dumps(points, indent=2) + "\n")
+    console.print(f"wrote {out_dir / 'gemm_sweep.png'} and {out_dir / 'gemm_sweep.json'}",
+                  markup=False, highlight=False)
+    if as_json:
+        click.echo(json.dumps(points))
+        return
+    _print_sweep(points)
+
+
+def _print_sweep(points):
+    first = points[0]
+    table = Table(title=f"sparse GEMM sweep: {first['shape']} (out x in x tokens) on a "
+                        f"{first['mesh']} mesh, {first['backend']}", box=box.SIMPLE_HEAD,
+                  collapse_padding=True, pad_edge=False)
+    columns = {"sparsity": "s", "nnz": "nnz", "cycles": "cycles", "model_cycles": "model",
+               "dense_cycles": "dense",
+               "zeros_streamed_cycles": "zeros sent", "speedup_vs_dense": "speedup",
+               "ideal_speedup": "ideal", "utilisation": "util",
+               "psum_overhead_cycles_per_output": "psum/out", "bit_exact": "exact"}
+    for title in columns.values():
+        table.add_column(title, justify="right", min_width=max(map(len, title.split())))
+    for point in points:
+        table.add_row(*(_cell(point[key], digits=2) for key in columns))
+    Console().print(table)
+
+
+def _cell(value, digits=3):
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _print_figures(figures, title, as_json):
+    if as_json:
+        click.echo(json.dumps(figures))
+        return
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            value = "  ".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}"
+                              for k, v in value.items())
+        elif isinstance(value, str):
+            value = Text(value, justify="left")     # words read from the left, numbers right
+        else:
+            value = _cell(value)
+        table.add_row(name, value)
+    Console().print(table)

@@ -1,0 +1,122 @@
+"""``wse gemm``: ``Y = W @ X`` on a mesh, on any backend, and its counters."""
+
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from .options import BACKENDS, MESH_OPTION, console
+
+
+@click.command()
+@click.argument("w_path", metavar="W.npy", type=click.Path(exists=True, dir_okay=False,
+                                                           path_type=Path))
+@click.argument("x_path", metavar="X.npy", type=click.Path(exists=True, dir_okay=False,
+                                                           path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to save Y (.npy).")
+@MESH_OPTION
+@click.option("--backend", type=click.Choice([*BACKENDS.choices, "board"]), default="golden",
+              show_default=True, help="What runs the mesh: a model, a simulator, or a board.")
+@click.option("--raw", is_flag=True,
+              help="Save the int32 totals instead of Y requantised to int16.")
+@click.option("--no-balance", is_flag=True,
+              help="Input features to rows by index (i % rows), not balanced by nonzeros.")
+@click.option("--board", "board_name", type=click.Choice(["icebreaker", "ulx3s-85f"]),
+              default=None, help="--backend board: the board, whose bitstream fixes the cores "
+                                 "(its default mesh unless --mesh is given).")
+@click.option("--port", default=None, metavar="PORT",
+              help="--backend board: the serial device or pyserial URL (socket://host:port).")
+@click.option("--baud", type=click.IntRange(min=1), default=None,
+              help="--backend board: the bridge's baud rate [default: the board's].")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
+              show_default=True, help="--backend board: seconds to wait for the bridge.")
+@click.pass_context
+def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name, port, baud,
+         timeout):
+    """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
+    range. Saves Y, prints the compute-phase cycles and the counters."""
+    from wse.fabric.config import gemm_config
+    from wse.rtl.core_params import COUNTERS
+    from wse.runtime.system import SimulationError, open_system
+
+    W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
+    if W.shape[1] != X.shape[0]:
+        raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
+                               f"must have {W.shape[1]} rows (in features), not {X.shape[0]}")
+    options = {}
+    if backend == "board":
+        if board_name is None or port is None:
+            raise click.UsageError("--backend board needs --board and --port")
+        from wse.fpga.boards import board, mesh_config
+
+        target = board(board_name)
+        given = ctx.get_parameter_source("mesh") is not click.core.ParameterSource.DEFAULT
+        config = mesh_config(target, *(mesh if given else target.default_mesh))
+        mesh = config.shape
+        options = {"port": port, "baud": baud or target.baud, "timeout": timeout}
+    else:
+        try:
+            config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw)
+        except ValueError as error:
+            raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x"
+                                       f"{X.shape[1]} GEMM does not fit a {mesh[0]}x{mesh[1]} "
+                                       f"mesh: {error}") from None
+    with console.status(f"{backend}: {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} on "
+                        f"a {config}"):
+        try:
+            with open_system(backend, config, **options) as system:
+                result = system.gemm(W, X, raw=raw, balance=not no_balance)
+        except ValueError as error:
+            raise click.ClickException(str(error)) from error
+        except SimulationError as error:
+            what = "the board" if backend == "board" else f"{backend} simulation"
+            raise click.ClickException(f"{what} failed: {error}") from error
+    if result.error:
+        raise click.ClickException("the mesh reported an error (a dropped wavelet or a bad "
+                                   "command); Y was not saved")
+    y = result.y.astype(np.int32 if raw else np.int16)
+    np.save(output, y, allow_pickle=False)
+    console.print(f"saved {output}: {y.shape[0]}x{y.shape[1]} {y.dtype}"
+                  f"{' (raw totals)' if raw else ''}", markup=False, highlight=False)
+    if result.overflow:
+        console.print("[yellow]overflow: some accumulation or requantisation saturated")
+    ideal = result.program.ideal_cycles(X)
+    if result.cycles is None:
+        click.echo(f"golden model: no cycle count (ideal {ideal} cycles)")
+    else:
+        utilisation = f"{ideal / result.cycles:.2f}" if result.cycles else "-"
+        link = " (the bridge's count: serial link included)" if backend == "board" else ""
+        click.echo(f"compute phase: {result.cycles} cycles{link} (ideal {ideal}, utilisation "
+                   f"{utilisation}); load {result.load_cycles}, read {result.read_cycles}")
+    table = Table(title=f"counters of the compute phase, {mesh[0]}x{mesh[1]} mesh")
+    for column in ("counter", "sum", "max per core"):
+        table.add_column(column, justify="left" if column == "counter" else "right")
+    for name in COUNTERS:
+        values = result.counters[name]
+        table.add_row(name, str(int(values.sum())), str(int(values.max())))
+    Console().print(table)
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _load_matrix(path, name):
+    """A 2-D integer array from a ``.npy`` file, or a ``click.BadParameter`` saying why not."""
+    def bad(message):
+        return click.BadParameter(f"{path}: {message}", param_hint=f"{name}.npy")
+
+    with open(path, "rb") as f:
+        if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise bad("not a .npy file (save the array with numpy.save)")
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise bad(f"not a readable .npy array ({error})") from None
+    if a.ndim != 2:
+        raise bad(f"{name} must be a 2-D array, not one of shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise bad(f"{name} must hold integers, not {a.dtype} values")
+    return a
