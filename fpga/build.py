@@ -21,7 +21,7 @@ from .boards import board as find_board, mesh_config
 from .report import fit_error, read_reports
 from .top import BoardTop
 
-__all__ = ["BuildError", "build", "tool_environment", "DEFAULT_OUT"]
+__all__ = ["BuildError", "build", "run_script", "tool_environment", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("build") / "fpga"
 
@@ -48,7 +48,7 @@ def _environment(board):
     return env
 
 
-def _run(script, cwd, env, timeout, log):
+def run_script(script, cwd, env, timeout, log):
     """Run the build script; kill its whole process group when it overruns ``timeout``."""
     with open(log, "w") as out:
         proc = subprocess.Popen(["sh", script], cwd=cwd, env=env, stdout=out,
@@ -97,7 +97,7 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
         nextpnr_opts=f"--report report.json --timing-allow-fail --seed {int(seed)}")
     plan.extract(str(build_dir))
     log = build_dir / "build.log"
-    code = _run(f"{plan.script}.sh", build_dir, env, timeout, log)
+    code = run_script(f"{plan.script}.sh", build_dir, env, timeout, log)
     seconds = time.monotonic() - started
     if code != 0:
         tim = build_dir / "top.tim"

@@ -125,11 +125,11 @@ def test_small_build_through_the_cli(tmp_path):
 
 
 def test_runaway_tools_are_stopped(tmp_path):
-    from wse.fpga.build import _run
+    from wse.fpga.build import run_script
 
     (tmp_path / "hang.sh").write_text("sleep 30\n")
     with pytest.raises(BuildError, match=r"build did not finish in 0.5 s"):
-        _run("hang.sh", tmp_path, None, 0.5, tmp_path / "hang.log")
+        run_script("hang.sh", tmp_path, None, 0.5, tmp_path / "hang.log")
 
 
 @pytest.mark.slow
