@@ -12,16 +12,12 @@ The golden backend has no cycle model: its points carry the figures that exist (
 counters, ideal cycles) and ``None`` for every figure derived from cycles.
 """
 
-import dataclasses
-import math
-import operator
-
 import numpy as np
 
-from wse.fabric.config import MeshConfig, gemm_config, parse_mesh
+from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles
 from wse.fabric.mesh_model import gemm_reference
-
+from wse.rtl.validate import count, number
 from wse.runtime.system import open_system
 
 __all__ = [
@@ -96,10 +92,10 @@ def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_
     the list of figure dicts. ``progress`` (a callable taking a line of text) hears of each
     run."""
     rows, cols = parse_mesh(mesh) if isinstance(mesh, str) else mesh
-    shape = [_positive(name, value) for name, value in (
+    shape = [count(name, value) for name, value in (
         ("out_features", out_features), ("in_features", in_features), ("tokens", tokens))]
-    sparsities = [_fraction("sparsity", s, below_one=True) for s in sparsities]
-    act_sparsity = _fraction("act_sparsity", act_sparsity)
+    sparsities = [number("sparsity", s, 0, 1, open_hi=True) for s in sparsities]
+    act_sparsity = number("act_sparsity", act_sparsity, 0, 1)
     config = gemm_config((rows, cols), *shape, **(config_overrides or {}))
     say = progress or (lambda line: None)
     W0, X = random_operands(*shape, act_sparsity=act_sparsity, seed=seed)
@@ -178,21 +174,6 @@ def _limits(cycles, ideal, axpy, stalls):
     worst = max(losses, key=losses.get)
     return (f"of {cycles} cycles {ideal} are ideal MAC work ({ideal / cycles:.0%}); the busiest "
             f"core {busiest[0]},{busiest[1]} adds {parts}: mostly {worst}")
-
-
-def _positive(name, value):
-    value = operator.index(value)
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return value
-
-
-def _fraction(name, value, *, below_one=False):
-    value = float(value)
-    if not (0 <= value < 1 if below_one else 0 <= value <= 1):
-        raise ValueError(f"{name} must be in 0..1{' (1 excluded)' if below_one else ''}, "
-                         f"not {value!r}")
-    return value
 
 
 def plot_sweep(points, path):

@@ -40,6 +40,9 @@ def read_npy(file, size, *, what):
         raise ArrayFileError(f"{what} is not a valid .npy array: {error}") from None
     if dtype.kind not in _KINDS or dtype.hasobject:
         raise ArrayFileError(f"{what} holds {dtype} values; only numbers are accepted")
+    if any(n < 0 for n in shape):       # numpy's header parser lets them through
+        raise ArrayFileError(f"{what} is not a valid .npy array: its header claims the shape "
+                             f"{shape}")
     header_bytes = file.tell() if hasattr(file, "tell") else None
     expected = math.prod(shape) * dtype.itemsize
     if header_bytes is not None and size - header_bytes != expected:

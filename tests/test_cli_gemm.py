@@ -4,16 +4,17 @@ Everything runs on the golden backend except one Verilator bench on a 2x2 mesh.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from wse.bench.gemm import prune, random_operands, sweep_gemm
+from wse.fabric.config import gemm_config
 from wse.fabric.mesh_model import gemm_reference
 from wse.fabric.program import compile_gemm
 from wse.host.cli import main
-from wse.bench.gemm import prune, random_operands
-from wse.fabric.config import gemm_config
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BENCH_KEYS = {
@@ -54,6 +55,7 @@ def test_gemm_round_trip(operands, tmp_path, raw):
     assert "golden model: no cycle count" in result.output
     assert "macs_issued" in result.output
     Y = np.load(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["W.npy", "X.npy", "Y.npy"]
     assert Y.dtype == (np.int32 if raw else np.int16)
     np.testing.assert_array_equal(Y, reference(W, X, (2, 3), raw=raw))
 
@@ -98,7 +100,7 @@ BAD_INPUTS = {
                     lambda d, w, x, W, X: (save(d / "bad.npy", out_of_range(W)), x)),
     "mismatch": ("2x2", "shapes do not agree: W is 24x40, so X must have 40 rows",
                  lambda d, w, x, W, X: (w, save(d / "bad.npy", X[:30]))),
-    "not_npy": ("2x2", "not a .npy file",
+    "not_npy": ("2x2", "bad.npy is not a valid .npy array",
                 lambda d, w, x, W, X: (w, text_file(d / "bad.npy"))),
     "too_big": ("1x1", "does not fit a 1x1 mesh: n_feat must be an integer in 1..4096",
                 lambda d, w, x, W, X: (save(d / "w.npy", np.ones((1, 5000), dtype=np.int16)),
@@ -115,6 +117,19 @@ def test_gemm_bad_inputs(operands, tmp_path, case):
     assert message in " ".join(result.output.split()), result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "Y.npy").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tokens": 0}, "tokens must be a positive integer, not 0"),
+    ({"out_features": 2.5}, "out_features must be a positive integer, not 2.5"),
+    ({"sparsities": (0.5, 1.0)}, "sparsity must be a finite number at least 0 and below 1, "
+                                 "not 1.0"),
+    ({"act_sparsity": float("nan")}, "act_sparsity must be a finite number at least 0 and at "
+                                     "most 1, not nan"),
+])
+def test_sweep_gemm_checks_its_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        sweep_gemm(backend="golden", **kwargs)
 
 
 def test_bench_gemm_golden_json():

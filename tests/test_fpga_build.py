@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from wse.fpga.boards import BOARDS, board, mesh_config
 from wse.fpga.build import BuildError, build
-from wse.host.cli.build import build as build_command
 from wse.fpga.clocks import ecp5_pll, ice40_pll
 from wse.fpga.report import cell_counts, fit_error, nextpnr_report
+from wse.host.cli.build import build as build_command
 
 CI_TIMEOUT = 600        # seconds: a hung or runaway tool fails the test instead of the CI job
 

@@ -1,4 +1,5 @@
-"""``wse bench``: measure the router, the PE and the GEMM, and print the figures."""
+"""``wse bench``: measure the router, the PE and the GEMM in RTL, and print the figures (a table,
+or JSON); ``wse bench gemm --sweep`` also writes a plot."""
 
 import json
 from pathlib import Path
@@ -9,7 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .options import BACKENDS, MESH_OPTION, SIMULATORS, console
+from .options import MESH_OPTION, MODEL_BACKENDS, SIMULATORS, Number, console, make_directory
+
+__all__ = ["bench"]
 
 
 @click.group()
@@ -66,14 +69,14 @@ def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
 
 @bench.command("gemm")
 @MESH_OPTION
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.9,
+@click.option("--sparsity", type=Number(0, 1, max_open=True), default=0.9,
               show_default=True, help="Fraction of W0's weights pruned (by magnitude).")
 @click.option("--out-features", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--in-features", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--tokens", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--act-sparsity", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+@click.option("--act-sparsity", type=Number(0, 1), default=0.0, show_default=True,
               help="Fraction of zero activations in X.")
-@click.option("--backend", type=BACKENDS, default="verilator", show_default=True)
+@click.option("--backend", type=MODEL_BACKENDS, default="verilator", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (nothing else).")
 @click.option("--sweep", is_flag=True,
@@ -81,7 +84,7 @@ def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
                    "and DIR/gemm_sweep.json.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("bench/results"), show_default=True, metavar="DIR",
-              help="Where --sweep writes its plot and figures.")
+              help="Where --sweep writes its plot and figures (created before the sweep).")
 def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, backend, seed,
                as_json, sweep, out_dir):
     """A magnitude-pruned GEMM against its dense original: cycles, speedup, utilisation, what
@@ -95,6 +98,8 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
         gemm_config(mesh, out_features, in_features, tokens)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--mesh / the shape") from error
+    if sweep:
+        make_directory(out_dir, "--out")
     with console.status(f"GEMM bench on {backend}") as status:
         try:
             points = gemm_bench.sweep_gemm(sparsities, mesh=mesh, act_sparsity=act_sparsity,
@@ -105,7 +110,6 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
     if not sweep:
         _print_figures(points[0], f"sparse GEMM on {backend}", as_json)
         return
-    out_dir.mkdir(parents=True, exist_ok=True)
     gemm_bench.plot_sweep(points, out_dir / "gemm_sweep.png")
     (out_dir / "gemm_sweep.json").write_text(json.dumps(points, indent=2) + "\n")
     console.print(f"wrote {out_dir / 'gemm_sweep.png'} and {out_dir / 'gemm_sweep.json'}",

@@ -1,11 +1,12 @@
-"""``wse build``: a bitstream for a board, and what it cost (``host/cli/__init__.py`` registers it)."""
+"""``wse build``: a bitstream for a board, and what it cost (LUTs, FFs, RAMs, DSPs, fmax)."""
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
-from .options import mesh_shape
+from .options import BOARDS, Number, make_directory, mesh_shape
 
 __all__ = ["build"]
 
@@ -43,16 +44,17 @@ def _table(result):
 
 
 @click.command()
-@click.option("--board", "board_name", required=True,
-              type=click.Choice(["icebreaker", "ulx3s-85f"]), help="Board to build for.")
+@click.option("--board", "board_name", required=True, type=BOARDS, help="Board to build for.")
 @click.option("--mesh", default=None, metavar="RxC", callback=mesh_shape,
               help="Rows x columns of tiles [default: the board's, see docs/fpga.md].")
 @click.option("--out", "out", default="build/fpga", show_default=True,
-              type=click.Path(file_okay=False), help="Build directory (one folder per build).")
-@click.option("--clock", "clock_mhz", type=float, default=None,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Build directory (one folder per build).")
+@click.option("--clock", "clock_mhz", type=Number(min=0, min_open=True), default=None,
               help="Target clock in MHz [default: the board's].")
 @click.option("--seed", type=int, default=1, show_default=True, help="nextpnr placer seed.")
-@click.option("--timeout", type=float, default=None, envvar="WSE_BUILD_TIMEOUT",
+@click.option("--timeout", type=Number(min=0, min_open=True), default=None,
+              envvar="WSE_BUILD_TIMEOUT",
               help="Give up after this many seconds [default: no limit; env WSE_BUILD_TIMEOUT].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def build(board_name, mesh, out, clock_mhz, seed, timeout, as_json):
@@ -61,6 +63,7 @@ def build(board_name, mesh, out, clock_mhz, seed, timeout, as_json):
     from wse.fpga.build import BuildError
     from wse.fpga.build import build as run_build
 
+    make_directory(out, "--out")
     try:
         result = run_build(board_name, mesh, out=out, seed=seed, timeout=timeout,
                            clk_hz=None if clock_mhz is None else clock_mhz * 1e6)

@@ -1,5 +1,12 @@
-"""``wse gemm``: ``Y = W @ X`` on a mesh, on any backend, and its counters."""
+"""``wse gemm``: ``Y = W @ X`` on a mesh, on any backend, and its counters.
 
+Its inputs are checked before the GEMM runs: ``W`` and ``X`` are read by
+:func:`wse.host.npyio.load_npy` (which trusts no header), ``-o`` must name a ``.npy`` file in a
+directory that exists and is writable, and ``Y`` replaces it atomically, so a failed run leaves
+any earlier ``Y`` as it was.
+"""
+
+import os
 from pathlib import Path
 
 import click
@@ -7,7 +14,31 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .options import BACKENDS, MESH_OPTION, console
+from wse.host.npyio import ArrayFileError, load_npy
+
+from .options import BACKENDS, BOARD_BACKEND, BOARDS, MESH_OPTION, Number, console
+
+__all__ = ["gemm"]
+
+
+def _npy_output(ctx, param, value):
+    """Click callback: ``-o`` as a ``Path`` ending in ``.npy`` whose directory exists and is
+    writable, or a ``BadParameter`` saying why not (before any GEMM runs)."""
+    if value is None:       # shell completion parses without values
+        return value
+    if value.suffix != ".npy":
+        raise click.BadParameter(f"Y's file name must end in .npy, not {str(value)!r}",
+                                 ctx=ctx, param=param)
+    folder = value.parent
+    if not folder.exists():
+        raise click.BadParameter(f"the directory {folder} does not exist (create it first)",
+                                 ctx=ctx, param=param)
+    if not folder.is_dir():
+        raise click.BadParameter(f"{folder} is not a directory", ctx=ctx, param=param)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"the directory {folder} is not writable", ctx=ctx,
+                                 param=param)
+    return value
 
 
 @click.command()
@@ -16,22 +47,24 @@ from .options import BACKENDS, MESH_OPTION, console
 @click.argument("x_path", metavar="X.npy", type=click.Path(exists=True, dir_okay=False,
                                                            path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to save Y (.npy).")
+              callback=_npy_output, metavar="Y.npy",
+              help="Where to save Y: a name ending in .npy, in a directory that exists (an "
+                   "existing file is replaced only when the GEMM succeeds).")
 @MESH_OPTION
-@click.option("--backend", type=click.Choice([*BACKENDS.choices, "board"]), default="golden",
+@click.option("--backend", type=BACKENDS, default="golden",
               show_default=True, help="What runs the mesh: a model, a simulator, or a board.")
 @click.option("--raw", is_flag=True,
               help="Save the int32 totals instead of Y requantised to int16.")
 @click.option("--no-balance", is_flag=True,
               help="Input features to rows by index (i % rows), not balanced by nonzeros.")
-@click.option("--board", "board_name", type=click.Choice(["icebreaker", "ulx3s-85f"]),
+@click.option("--board", "board_name", type=BOARDS,
               default=None, help="--backend board: the board, whose bitstream fixes the cores "
                                  "(its default mesh unless --mesh is given).")
 @click.option("--port", default=None, metavar="PORT",
               help="--backend board: the serial device or pyserial URL (socket://host:port).")
 @click.option("--baud", type=click.IntRange(min=1), default=None,
               help="--backend board: the bridge's baud rate [default: the board's].")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
+@click.option("--timeout", type=Number(min=0, min_open=True), default=5.0,
               show_default=True, help="--backend board: seconds to wait for the bridge.")
 @click.pass_context
 def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name, port, baud,
@@ -39,6 +72,7 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
     range. Saves Y, prints the compute-phase cycles and the counters."""
     from wse.fabric.config import gemm_config
+    from wse.fabric.program import compile_gemm
     from wse.rtl.core_params import COUNTERS
     from wse.runtime.system import SimulationError, open_system
 
@@ -47,14 +81,17 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
         raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
                                f"must have {W.shape[1]} rows (in features), not {X.shape[0]}")
     options = {}
-    if backend == "board":
+    if backend == BOARD_BACKEND:
         if board_name is None or port is None:
             raise click.UsageError("--backend board needs --board and --port")
         from wse.fpga.boards import board, mesh_config
 
         target = board(board_name)
         given = ctx.get_parameter_source("mesh") is not click.core.ParameterSource.DEFAULT
-        config = mesh_config(target, *(mesh if given else target.default_mesh))
+        try:
+            config = mesh_config(target, *(mesh if given else target.default_mesh))
+        except ValueError as error:
+            raise click.ClickException(f"{board_name}: {error}") from None
         mesh = config.shape
         options = {"port": port, "baud": baud or target.baud, "timeout": timeout}
     else:
@@ -64,6 +101,10 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
             raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x"
                                        f"{X.shape[1]} GEMM does not fit a {mesh[0]}x{mesh[1]} "
                                        f"mesh: {error}") from None
+    try:    # bad operands fail here, in a moment, not after a simulator or a board is started
+        compile_gemm(config, W, X, raw=raw, balance=not no_balance)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
     with console.status(f"{backend}: {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} on "
                         f"a {config}"):
         try:
@@ -72,13 +113,13 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
         except ValueError as error:
             raise click.ClickException(str(error)) from error
         except SimulationError as error:
-            what = "the board" if backend == "board" else f"{backend} simulation"
+            what = "the board" if backend == BOARD_BACKEND else f"{backend} simulation"
             raise click.ClickException(f"{what} failed: {error}") from error
     if result.error:
         raise click.ClickException("the mesh reported an error (a dropped wavelet or a bad "
                                    "command); Y was not saved")
     y = result.y.astype(np.int32 if raw else np.int16)
-    np.save(output, y, allow_pickle=False)
+    _save_npy(output, y)
     console.print(f"saved {output}: {y.shape[0]}x{y.shape[1]} {y.dtype}"
                   f"{' (raw totals)' if raw else ''}", markup=False, highlight=False)
     if result.overflow:
@@ -88,7 +129,7 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
         click.echo(f"golden model: no cycle count (ideal {ideal} cycles)")
     else:
         utilisation = f"{ideal / result.cycles:.2f}" if result.cycles else "-"
-        link = " (the bridge's count: serial link included)" if backend == "board" else ""
+        link = " (the bridge's count: serial link included)" if backend == BOARD_BACKEND else ""
         click.echo(f"compute phase: {result.cycles} cycles{link} (ideal {ideal}, utilisation "
                    f"{utilisation}); load {result.load_cycles}, read {result.read_cycles}")
     table = Table(title=f"counters of the compute phase, {mesh[0]}x{mesh[1]} mesh")
@@ -100,23 +141,31 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     Console().print(table)
 
 
-_NPY_MAGIC = b"\x93NUMPY"
+def _save_npy(path, array):
+    """Save ``array`` at ``path`` through a temporary file beside it, renamed over ``path`` only
+    once complete: an earlier file there is never left half-written."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(temp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        os.replace(temp, path)
+    except OSError as error:
+        temp.unlink(missing_ok=True)
+        raise click.ClickException(f"cannot save Y at {path}: {error.strerror or error}") \
+            from None
 
 
 def _load_matrix(path, name):
     """A 2-D integer array from a ``.npy`` file, or a ``click.BadParameter`` saying why not."""
     def bad(message):
-        return click.BadParameter(f"{path}: {message}", param_hint=f"{name}.npy")
+        return click.BadParameter(message, param_hint=f"{name}.npy")
 
-    with open(path, "rb") as f:
-        if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-            raise bad("not a .npy file (save the array with numpy.save)")
     try:
-        a = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        raise bad(f"not a readable .npy array ({error})") from None
+        a = load_npy(path)
+    except (ArrayFileError, OSError) as error:
+        raise bad(str(error)) from None
     if a.ndim != 2:
-        raise bad(f"{name} must be a 2-D array, not one of shape {a.shape}")
+        raise bad(f"{path}: {name} must be a 2-D array, not one of shape {a.shape}")
     if a.dtype.kind not in "iu":
-        raise bad(f"{name} must hold integers, not {a.dtype} values")
+        raise bad(f"{path}: {name} must hold integers, not {a.dtype} values")
     return a

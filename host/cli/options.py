@@ -1,15 +1,95 @@
-"""Options the ``wse`` subcommands share (``host/cli/__init__.py``, ``host/cli/train.py``)."""
+"""What the ``wse`` commands share: their choices, read from the registries the code dispatches
+on (a new board, backend or simulator appears in ``--help`` without touching the command line),
+the ``--mesh`` option, a finite-number parameter type checked by :mod:`wse.rtl.validate`,
+:func:`make_directory` for output folders, and the console that progress and messages go to.
+
+A registry is imported when its choices are first needed (parsing or ``--help`` of the command
+that has them), so ``wse --help`` and the other commands do not import the hardware behind it.
+"""
+
+import functools
+import os
 
 import click
 from rich.console import Console
 
-__all__ = ["BACKENDS", "MESH_OPTION", "SIMULATORS", "console", "mesh_shape"]
+from wse.rtl import validate
 
-SIMULATORS = click.Choice(["verilator", "icarus"])
-BACKENDS = click.Choice(["golden", "verilator", "icarus"])    # the simulating runtime.system.BACKENDS
+__all__ = ["BACKENDS", "BOARD_BACKEND", "BOARDS", "MESH_OPTION", "MODEL_BACKENDS", "Number",
+           "RegistryChoice", "SIMULATORS", "console", "make_directory", "mesh_shape"]
+
+#: The backend that runs a mesh on a board over its serial bridge: it needs ``--board`` and
+#: ``--port``, which only ``wse gemm`` has.
+BOARD_BACKEND = "board"
+
+
+class RegistryChoice(click.Choice):
+    """A ``click.Choice`` of the names in a registry, read on first use from ``registry()``
+    (a function returning the registry: a sequence or a dict of names), less ``exclude``."""
+
+    def __init__(self, registry, *, exclude=()):    # not Choice.__init__: choices come later
+        self._registry = registry
+        self._exclude = tuple(exclude)
+        self.case_sensitive = True
+
+    @functools.cached_property
+    def choices(self):
+        return tuple(name for name in self._registry() if name not in self._exclude)
+
+
+def _simulators():
+    from wse.sim.cocotb_run import SIMULATORS
+    return SIMULATORS
+
+
+def _backends():
+    from wse.runtime.system import BACKENDS
+    return BACKENDS
+
+
+def _boards():
+    from wse.fpga.boards import BOARDS
+    return BOARDS
+
+
+#: ``--sim``: the simulators cocotb runs (:data:`wse.sim.cocotb_run.SIMULATORS`).
+SIMULATORS = RegistryChoice(_simulators)
+#: ``wse gemm --backend``: every backend of :func:`wse.runtime.system.open_system`.
+BACKENDS = RegistryChoice(_backends)
+#: ``--backend`` of the commands without a serial port: the model and the simulators.
+MODEL_BACKENDS = RegistryChoice(_backends, exclude=[BOARD_BACKEND])
+#: ``--board``: the boards of :data:`wse.fpga.boards.BOARDS`.
+BOARDS = RegistryChoice(_boards)
 
 #: Progress and messages go to stderr; results (tables, JSON) to stdout.
 console = Console(stderr=True)
+
+
+class Number(click.FloatRange):
+    """A finite float in a range, checked by :func:`wse.rtl.validate.number` (``nan`` and
+    ``inf`` are refused, which ``click.FloatRange`` lets through); ``--help`` shows the range
+    as ``click.FloatRange`` does."""
+
+    def convert(self, value, param, ctx):
+        name = param.opts[0] if param is not None and param.opts else "value"
+        try:
+            return validate.number(name, value, self.min, self.max, open_lo=self.min_open,
+                                   open_hi=self.max_open)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def make_directory(path, option):
+    """Create the output directory ``path`` (with its parents) before any long work, or raise a
+    ``click.BadParameter`` for ``option`` saying why it cannot be written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise click.BadParameter(f"cannot create the directory {path}: "
+                                 f"{error.strerror or error}", param_hint=option) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"the directory {path} is not writable", param_hint=option)
+    return path
 
 
 def mesh_shape(ctx, param, value):

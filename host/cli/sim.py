@@ -1,10 +1,12 @@
-"""``wse sim``: cocotb testbenches on Verilator or Icarus."""
+"""``wse sim``: the cocotb testbenches on a simulator, their verdicts and a waveform."""
 
 import sys
 
 import click
 
 from .options import SIMULATORS, console
+
+__all__ = ["sim"]
 
 
 @click.group()

@@ -1,4 +1,11 @@
-"""``wse train``: weight-streaming training of digits on one or more meshes (``docs/host.md``)."""
+"""``wse train``: weight-streaming training of digits on one or more meshes (``docs/host.md``):
+the command, its progress display, its summary table and :func:`plot_training`.
+
+Everything that can be checked before training is: the options (exclusive ``--epochs`` and
+``--steps``, finite numbers), the settings (:class:`wse.host.train.TrainSettings`), the
+``--resume`` file's existence, and ``--out DIR``, created up front, so that a run never ends in
+an error about where to write its results.
+"""
 
 import json
 from pathlib import Path
@@ -9,22 +16,35 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .options import mesh_shape
+from wse.rtl import validate
+
+from .options import MODEL_BACKENDS, Number, RegistryChoice, console, make_directory, mesh_shape
 
 __all__ = ["train", "plot_training"]
 
-console = Console(stderr=True)
+
+def _transports():
+    from wse.host.swarmx import TRANSPORTS
+    return TRANSPORTS
+
+
+def _prune_kinds():
+    from wse.host.sparsity import KINDS
+    return KINDS
+
+
+def _optimizers():
+    from wse.host.optim import OPTIMIZERS
+    return OPTIMIZERS
 
 
 def _widths(ctx, param, value):
+    """Click callback: ``--hidden 64,32`` -> ``(64, 32)``, or a ``BadParameter``."""
     try:
-        widths = tuple(int(w) for w in value.split(","))
+        return tuple(validate.count("width", int(w)) for w in value.split(","))
     except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1:
         raise click.BadParameter(f"must be comma-separated positive widths such as 64 or "
-                                 f"512,512, not {value!r}", ctx=ctx, param=param)
-    return widths
+                                 f"512,512, not {value!r}", ctx=ctx, param=param) from None
 
 
 @click.command()
@@ -34,35 +54,37 @@ def _widths(ctx, param, value):
               help="Meshes the batch is split across (data parallel).")
 @click.option("--fanout", type=click.IntRange(min=2), default=2, show_default=True,
               help="SwarmX's tree fan-out.")
-@click.option("--swarm", type=click.Choice(["inproc", "process", "ray"]), default="inproc",
+@click.option("--swarm", type=RegistryChoice(_transports), default="inproc",
               show_default=True, help="How SwarmX reaches the systems.")
 @click.option("--address", default=None, metavar="ADDR",
               help="A Ray cluster to join (--swarm ray); a local Ray is started otherwise.")
-@click.option("--backend", type=click.Choice(["golden", "verilator", "icarus"]),
-              default="golden", show_default=True, help="What runs each mesh.")
+@click.option("--backend", type=MODEL_BACKENDS, default="golden", show_default=True,
+              help="What runs each mesh.")
 @click.option("--hidden", default="64", show_default=True, callback=_widths,
               metavar="W[,W...]", help="Hidden layer widths (64-...-10).")
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.9,
+@click.option("--sparsity", type=Number(0, 1, max_open=True), default=0.9,
               show_default=True, help="Weight sparsity of the hidden layers.")
-@click.option("--prune", type=click.Choice(["gradual", "random", "dynamic"]), default="gradual",
+@click.option("--prune", type=RegistryChoice(_prune_kinds), default="gradual",
               show_default=True, help="How sparsity is induced.")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
-              help="Epochs to train [default: 10].")
+              help="Epochs to train [default: 10 unless --steps is given].")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="Steps to train (instead of --epochs).")
+              help="Steps to train (instead of --epochs, not with it).")
 @click.option("--batch", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--optimizer", type=click.Choice(["sgd", "adam", "adamw"]), default="adam",
+@click.option("--optimizer", type=RegistryChoice(_optimizers), default="adam",
               show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.01,
+@click.option("--lr", type=Number(min=0, min_open=True), default=0.01,
               show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--memory-bytes", type=click.IntRange(min=0), default=None,
               help="Bound MemoryX's in-memory tier; the rest spills to disk.")
-@click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--resume", "resume_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Continue from this checkpoint.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, metavar="DIR",
-              help="Write DIR/report.json, DIR/checkpoint.npz and the PNG plots.")
+              help="Write DIR/report.json, DIR/checkpoint.npz and the PNG plots (DIR is "
+                   "created before training starts).")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None, metavar="N",
               help="Also checkpoint to DIR/checkpoint-<step>.npz every N steps (needs --out).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -73,9 +95,10 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
           checkpoint_every, as_json, check_golden):
     """Train a 64-64-10 ReLU network on scikit-learn's digits by weight streaming: MemoryX
     streams each layer, SwarmX broadcasts it to the systems and sums their gradients."""
-    from wse.host.checkpoint import CheckpointError
     from wse.host.train import Trainer, TrainSettings
 
+    if steps is not None and epochs is not None:
+        raise click.UsageError("--epochs and --steps are exclusive: give one of them")
     if steps is None and epochs is None:
         epochs = 10
     if checkpoint_every is not None and out_dir is None:
@@ -91,26 +114,25 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
                                  memory_bytes=memory_bytes, check_golden=check_golden)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+    if out_dir is not None:
+        make_directory(out_dir, "--out")
     try:
         with console.status(f"starting {systems} {backend} system(s) over {swarm}"):
             trainer = Trainer(settings)
     except (RuntimeError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    except MemoryError as error:
+        raise click.ClickException(f"out of memory building the model ({error}): narrow "
+                                   f"--hidden, or bound --memory-bytes") from None
     with trainer:
         if resume_path is not None:
             try:
                 trainer.resume(resume_path)
-            except CheckpointError as error:
+            except ValueError as error:     # a CheckpointError, or an unreadable array
                 raise click.ClickException(str(error)) from None
         report = _run(trainer, out_dir, checkpoint_every)
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            report["checkpoint"] = str(out_dir / "checkpoint.npz")
-            trainer.save(out_dir / "checkpoint.npz")
-            report["plots"] = [str(p) for p in plot_training(report, out_dir)]
-            (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-            console.print(f"wrote {out_dir / 'report.json'}, the checkpoint and the plots",
-                          markup=False, highlight=False)
+            _write_results(trainer, report, out_dir)
     if as_json:
         click.echo(json.dumps({k: v for k, v in report.items() if k != "history"}))
     else:
@@ -127,8 +149,12 @@ def _run(trainer, out_dir=None, checkpoint_every=None):
 
         def on_step(r):
             if checkpoint_every and trainer.step_index % checkpoint_every == 0:
-                out_dir.mkdir(parents=True, exist_ok=True)
-                trainer.save(out_dir / f"checkpoint-{trainer.step_index:06d}.npz")
+                path = out_dir / f"checkpoint-{trainer.step_index:06d}.npz"
+                try:
+                    trainer.save(path)
+                except OSError as error:
+                    raise click.ClickException(f"cannot write {path}: "
+                                               f"{error.strerror or error}") from None
             test = "" if state["test"] is None else f" test {state['test']:.3f}"
             progress.update(task, advance=1, figures=(
                 f"loss {r['loss']:.3f} acc {r['accuracy']:.2f}{test} cycles "
@@ -141,6 +167,23 @@ def _run(trainer, out_dir=None, checkpoint_every=None):
             return trainer.run(on_step=on_step, on_epoch=on_epoch)
         except (RuntimeError, ValueError, AssertionError) as error:
             raise click.ClickException(str(error)) from None
+        except MemoryError as error:
+            raise click.ClickException(f"out of memory at step {trainer.step_index + 1} "
+                                       f"({error}): narrow --hidden or --batch") from None
+
+
+def _write_results(trainer, report, out_dir):
+    """The final checkpoint, the plots and ``report.json`` in ``out_dir`` (already created)."""
+    try:
+        report["checkpoint"] = str(out_dir / "checkpoint.npz")
+        trainer.save(out_dir / "checkpoint.npz")
+        report["plots"] = [str(p) for p in plot_training(report, out_dir)]
+        (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    except OSError as error:
+        raise click.ClickException(f"cannot write the results in {out_dir}: "
+                                   f"{error.strerror or error}") from None
+    console.print(f"wrote {out_dir / 'report.json'}, the checkpoint and the plots",
+                  markup=False, highlight=False)
 
 
 def _summary(report):
