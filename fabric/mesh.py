@@ -1,8 +1,13 @@
+# amaranth: UnusedElaboratable=no
 """The mesh: ``rows x cols`` tiles wired to their neighbours, with stream ports on its edges.
 
 :class:`Mesh` is the composition in Amaranth terms (wavelet streams, for other Amaranth designs
 such as the FPGA tops); :class:`AxiStreamMesh` wraps it with flat AXI4-Stream ports for Verilog
 users and test drivers (``wse export --mesh RxC``). The contract is ``docs/mesh.md``.
+
+The magic comment on the first line: a shared-tile mesh makes a strapped tile only for its
+signature (every position instantiates the tile's Verilog module instead), so that tile is never
+elaborated on purpose.
 """
 
 from functools import cache
@@ -16,7 +21,7 @@ from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
 
 from .config import MeshConfig
 
-__all__ = ["Mesh", "AxiStreamMesh", "port_name", "TILE_MODULE"]
+__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "TILE_MODULE"]
 
 #: Verilog module name of the one tile every position of a shared-tile mesh instantiates.
 TILE_MODULE = "wse_tile"
@@ -30,7 +35,7 @@ def port_name(place, way):
     return f"{'s' if way == 'in' else 'm'}_axis_{side.lower()}{index}"
 
 
-def _edge_ports(config):
+def edge_ports(config):
     """``[(name, way, (r, c), direction)]`` of every edge port of ``config``'s mesh."""
     ports = []
     for place, ways in config.plan.ports.items():
@@ -77,7 +82,7 @@ class Mesh(wiring.Component):
         config.plan.check()
         self.config = config
         self.shared_tile = bool(shared_tile)
-        self.ports = _edge_ports(config)
+        self.ports = edge_ports(config)
         members = {name: (In if way == "in" else Out)(stream.Signature(Wavelet))
                    for name, way, _, _ in self.ports}
         members.update({"error": Out(1), "overflow": Out(1), "idle": Out(1)})
@@ -93,7 +98,6 @@ class Mesh(wiring.Component):
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
-        plan = self.config.plan
         return _strapped_tile(self.config)
 
     def verilog_dependencies(self):
@@ -119,11 +123,7 @@ class Mesh(wiring.Component):
         m = Module()
         cfg = self.config
         tiles = {}
-        template = self.strapped_tile() if self.shared_tile else None
-        if template is not None:    # only its signature is used: not an unused design
-            template._MustUse__silence = True
-            template.router._MustUse__silence = True
-            template.core._MustUse__silence = True
+        template = self.strapped_tile() if self.shared_tile else None   # for its signature
         for r, c in cfg.tiles:
             if self.shared_tile:
                 tiles[r, c] = self._instance(m, r, c, template)

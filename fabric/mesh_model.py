@@ -23,6 +23,7 @@ from collections import deque
 
 import numpy as np
 
+from wse.rtl import isa
 from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 from . import numerics
@@ -32,7 +33,6 @@ from .program import GemmProgram
 
 __all__ = ["MeshModel", "gemm_reference"]
 
-_ARG_MASK = (1 << 28) - 1
 _CR_OPS = (ControlOp.CR.value, ControlOp.CR_OUT.value)
 
 
@@ -150,7 +150,8 @@ class MeshModel:
                     f"the mesh model has fixed routes and does not model configuration")
             routed = (color == plan.weight) | ((color >= plan.cmd(0)) & (color < plan.cmd(0)
                                                                        + cfg.cols))
-            teardown = routed & (ctrl == 1) & (data >> 28 == ControlOp.TEARDOWN.value)
+            op = isa.CONTROL.unpack(data)["op"]
+            teardown = routed & (ctrl == 1) & (op == ControlOp.TEARDOWN.value)
             if teardown.any():
                 raise NotImplementedError(
                     f"TEARDOWN on color {int(color[teardown][0])} at the intake of row {r}: it "
@@ -174,9 +175,9 @@ class MeshModel:
         """``[(index, o, op, need_n, need_s)]`` of the carriage returns among a core's
         commands (a CR acts the same on ``cmd`` and ``weight``)."""
         cfg = self.config
-        op = data >> 28
+        op = isa.CONTROL.unpack(data)["op"]
         at = np.flatnonzero((ctrl == 1) & np.isin(op, _CR_OPS))
-        o = data[at] & _ARG_MASK
+        o = isa.CR_ARG.unpack(isa.CONTROL.unpack(data[at])["arg"])["o"]
         owner, slot = o % cfg.rows, o // cfg.rows
         dropped = (owner == row) & (slot >= cfg.n_out) & (op[at] == ControlOp.CR.value)
         need_n = (0 < row) & (row <= owner) & ~dropped

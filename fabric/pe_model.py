@@ -3,7 +3,7 @@
 Pure numpy and untimed: the contract of ``docs/pe.md`` as executable code. Given a core's
 wavelets it says which words the core sends and what ``X``, ``Y`` and the counters end as; the
 RTL core (``rtl/core.py``, next) is checked against it bit for bit. The arithmetic is
-:mod:`fabric.numerics`; the wavelet layout is :mod:`rtl.wavelet`.
+:mod:`fabric.numerics`; the wavelet and payload layouts are :mod:`rtl.isa`.
 
 Timing model (the choices the RTL comparison must respect):
 
@@ -32,16 +32,18 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from wse.fabric import numerics
-from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams, _int_in
-from wse.rtl.wavelet import CONTROL, WAVELET_BITS, ControlOp, pack, unpack
+from wse.rtl import isa
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams
+from wse.rtl.validate import integer
+from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
-    "addr", "load", "read", "weight", "cr", "axpy_cycles",
+    "addr", "load", "read", "weight", "cr", "psums", "axpy_cycles",
 ]
 
 _WORD = (1 << 32) - 1
-_ARG_BITS = 28
+_ADDRESS_MAX = (1 << isa.ADDR_ARG.fields["addr"][1]) - 1
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
                ControlOp.TEARDOWN.value}
 
@@ -67,42 +69,59 @@ def _wavelet(data: int, color: int, ctrl: int = 0) -> int:
     return int(pack(data, color, ctrl))
 
 
-def _control(op: ControlOp, arg: int, color: int) -> int:
-    return _wavelet(int(CONTROL.pack(op=op, arg=arg)), color, ctrl=1)
-
-
 def addr(params: CoreParams, address: int) -> int:
-    """ADDR on ``cmd``: load pointer := ``address`` (0..0xFFFF)."""
-    return _control(ControlOp.ADDR, _int_in("address", address, 0, 0xFFFF), params.colors.cmd)
+    """ADDR on ``cmd``: load pointer := ``address`` (0..65535)."""
+    address = integer("address", address, 0, _ADDRESS_MAX)
+    return _wavelet(int(isa.addr_data(address)), params.colors.cmd, 1)
 
 
 def load(params: CoreParams, values) -> list[int]:
     """LOADs on ``cmd``, one per operand of ``values`` (flattened row-major, so ``load(p, X)``
     after ``addr(p, 0)`` loads the whole ``X``). ``ValueError`` if a value is not an operand."""
     values = numerics.check_operands(params.fmt, np.ravel(values), "values")
-    return [_wavelet(int(v) & 0xFFFF, params.colors.cmd) for v in values]
+    return pack(isa.load_data(values), params.colors.cmd, 0).tolist()
 
 
 def read(params: CoreParams, address: int, length: int) -> int:
-    """READ on ``cmd``: send ``length`` (0..4095) words from ``address`` (0..0xFFFF) on ``out``."""
-    address = _int_in("address", address, 0, 0xFFFF)
-    length = _int_in("length", length, 0, 0xFFF)
-    return _control(ControlOp.READ, length << 16 | address, params.colors.cmd)
+    """READ on ``cmd``: send ``length`` (0..4095) words from ``address`` (0..65535) on
+    ``out``."""
+    address = integer("address", address, 0, _ADDRESS_MAX)
+    length = integer("length", length, 0, isa.MAX_READ)
+    return _wavelet(int(isa.read_data(address, length)), params.colors.cmd, 1)
 
 
 def weight(params: CoreParams, value: int, slot: int) -> int:
     """AXPY on ``weight``: ``ACC += value * X[slot]``. ``slot`` may be any 16-bit number (one
     ``>= n_feat`` is an error the core counts); ``value`` must be an operand."""
     value = int(numerics.check_operands(params.fmt, value, "value"))
-    slot = _int_in("slot", slot, 0, 0xFFFF)
-    return _wavelet(slot << 16 | value & 0xFFFF, params.colors.weight)
+    slot = integer("slot", slot, 0, (1 << isa.WEIGHT.fields["slot"][1]) - 1)
+    return _wavelet(int(isa.weight_data(value, slot)), params.colors.weight)
 
 
 def cr(params: CoreParams, o: int, *, raw: bool = False) -> int:
     """CR on ``weight``: output feature ``o`` (28 bits) is complete. With ``raw`` a ``CR_OUT``:
     the owner row sends the 32-bit totals on ``out`` instead of requantising them into ``Y``."""
-    return _control(ControlOp.CR_OUT if raw else ControlOp.CR,
-                    _int_in("o", o, 0, (1 << _ARG_BITS) - 1), params.colors.weight)
+    o = integer("o", o, 0, isa.MAX_ARG)
+    return _wavelet(int(isa.cr_data(o, raw=raw)), params.colors.weight, 1)
+
+
+def _decode(data: np.ndarray) -> dict[str, list[int]]:
+    """The fields of every way a command's data may be read (:mod:`rtl.isa`), vectorised."""
+    control, weight = isa.CONTROL.unpack(data), isa.WEIGHT.unpack(data)
+    read = isa.READ_ARG.unpack(control["arg"])
+    return {
+        "load": isa.LOAD.unpack(data)["value"].tolist(),
+        "value": weight["value"].tolist(), "slot": weight["slot"].tolist(),
+        "op": control["op"].tolist(),
+        "addr": isa.ADDR_ARG.unpack(control["arg"])["addr"].tolist(),
+        "read_addr": read["addr"].tolist(), "read_len": read["len"].tolist(),
+        "o": isa.CR_ARG.unpack(control["arg"])["o"].tolist(),
+    }
+
+
+def psums(color: int, values) -> list[int]:
+    """Psum wavelets on ``color``, one per value of ``values`` (signed 32-bit integers)."""
+    return pack(isa.word_data(np.asarray(values, dtype=np.int64)), color, 0).tolist()
 
 
 class CoreModel:
@@ -153,7 +172,9 @@ class CoreModel:
         for w in words:
             if not 0 <= w < 1 << WAVELET_BITS:
                 raise ValueError(f"wavelets must be {WAVELET_BITS}-bit integers, not {w!r}")
-        data, color, ctrl = (a.tolist() for a in unpack(np.array(words, dtype=np.uint64)))
+        data, color, ctrl = unpack(np.array(words, dtype=np.uint64))
+        fields = _decode(data)
+        data, color, ctrl = data.tolist(), color.tolist(), ctrl.tolist()
         for i, col in enumerate(color):
             if col in self._psums:
                 self._psums[col].append((data[i], i))
@@ -168,7 +189,7 @@ class CoreModel:
         self._sent = {c.psum_to_s: [], c.psum_to_n: [], c.out: []}
         for i, (d, col, k) in enumerate(zip(data, color, ctrl)):
             if col in (c.cmd, c.weight):
-                self._command(i, d, col, k)
+                self._command(i, {name: values[i] for name, values in fields.items()}, col, k)
             elif col not in self._psums:        # a foreign color: dropped in order, 1 cycle
                 self._fail()
                 self.counters["busy_cycles"] += 1
@@ -180,35 +201,36 @@ class CoreModel:
 
     # Commands ------------------------------------------------------------------------------------
 
-    def _command(self, i: int, data: int, color: int, ctrl: int) -> None:
+    def _command(self, i: int, f: dict[str, int], color: int, ctrl: int) -> None:
+        """Run one command; ``f`` holds its data decoded every way (:func:`_decode`)."""
         cost = 1
         if not ctrl and color == self.params.colors.cmd:
-            self._load(data)
+            self._load(f["load"])
         elif not ctrl:
-            cost = self._axpy(data)
+            cost = self._axpy(f["value"], f["slot"])
         else:
-            op, arg = data >> _ARG_BITS, data & ((1 << _ARG_BITS) - 1)
+            op = f["op"]
             if op == ControlOp.ADDR.value:
-                self.ptr = arg & 0xFFFF
+                self.ptr = f["addr"]
             elif op == ControlOp.READ.value:
-                cost = self._read(i, arg & 0xFFFF, arg >> 16 & 0xFFF)
+                cost = self._read(i, f["read_addr"], f["read_len"])
             elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
-                if self._cr(arg, raw=op == ControlOp.CR_OUT.value):
+                if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value):
                     cost = 0      # rides on the AXPY before it, or waits (stall, not busy)
             elif op not in _SWITCH_OPS:
                 self._fail()
         self.counters["busy_cycles"] += cost
 
-    def _load(self, data: int) -> None:
+    def _load(self, value: int) -> None:
         if self.ptr < self.x.size:
-            self.x.flat[self.ptr] = _signed(data, self.params.fmt.width)
+            self.x.flat[self.ptr] = _signed(value, self.params.fmt.width)
         else:
             self._fail()
-        self.ptr = (self.ptr + 1) & 0xFFFF
+        self.ptr = (self.ptr + 1) % (_ADDRESS_MAX + 1)
 
-    def _axpy(self, data: int) -> int:
+    def _axpy(self, value: int, slot: int) -> int:
         p = self.params
-        value, slot = _signed(data, p.fmt.width), data >> 16
+        value = _signed(value, p.fmt.width)
         if slot >= p.n_feat:
             self._fail()
             return 1
@@ -226,7 +248,7 @@ class CoreModel:
         snapshot["wavelets_in"] = (self._in_base + i + 1
                                    + sum(1 for pos in self._used if pos is None or pos > i))
         for k in range(length):
-            word = self._word((address + k) & 0xFFFF, snapshot)
+            word = self._word((address + k) % (_ADDRESS_MAX + 1), snapshot)
             if word is None:
                 self._fail()
             self._send(self.params.colors.out, word or 0)

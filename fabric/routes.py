@@ -24,6 +24,7 @@ from functools import cached_property
 
 from wse.rtl.core_params import CoreColors
 from wse.rtl.route_table import Position, RouteTable
+from wse.rtl.validate import count
 from wse.rtl.wavelet import MAX_COLORS, Direction
 
 __all__ = ["ColorPlan", "RoutePlanError", "Flow", "trace", "find_cycle", "MAX_MESH_COLORS"]
@@ -189,9 +190,7 @@ class ColorPlan:
     weight = 0
 
     def __init__(self, rows=4, cols=4, *, edges=""):
-        for name, value in (("rows", rows), ("cols", cols)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        rows, cols = count("rows", rows), count("cols", cols)
         if 5 + rows + cols > MAX_MESH_COLORS:
             raise ValueError(f"a {rows}x{cols} mesh needs {5 + rows + cols} colors (5 + rows + "
                              f"cols); the fabric has {MAX_MESH_COLORS} besides configuration, "

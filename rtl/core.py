@@ -6,10 +6,12 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams, strap_layout
+from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from .isa import AddrArg, CrArg, CrEntry, ReadArg, WeightPayload, core_strap_layout
 from .mac import Mac
 from .peek_fifo import PeekFIFO
 from .psum import PsumEngine
+from .validate import integer
 from .wavelet import WAVELET_BITS, ControlOp, ControlPayload, Wavelet
 
 __all__ = ["Core"]
@@ -66,20 +68,17 @@ class Core(wiring.Component):
     psum_n_in, psum_s_in : In(stream.Signature(32))
         Psums straight from the north and south neighbours (the tile's bypass), beside ``i``:
         a psum a cycle from each side and a command from the ramp, all at once.
-    strap : In(strap_layout(rows))
+    strap : In(core_strap_layout(rows))
         Only with ``straps=True``: the colors and the row, as inputs (``params.colors`` and
-        ``params.row`` are then ignored); see :func:`~rtl.core_params.strap_value`.
+        ``params.row`` are then ignored); see :func:`~rtl.isa.core_strap_value`.
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
-        for name, value in (("cmd_depth", cmd_depth), ("psum_depth", psum_depth),
-                            ("acc_buffers", acc_buffers)):
-            if not isinstance(value, int) or value < 2:
-                raise ValueError(f"{name} must be an integer of at least 2, not {value!r}")
-        if acc_buffers > 16:
-            raise ValueError(f"acc_buffers must be at most 16, not {acc_buffers!r}")
+        cmd_depth = integer("cmd_depth", cmd_depth, 2)
+        psum_depth = integer("psum_depth", psum_depth, 2)
+        acc_buffers = integer("acc_buffers", acc_buffers, 2, 16)
         self.params = params
         self.cmd_depth = cmd_depth
         self.psum_depth = psum_depth
@@ -96,7 +95,7 @@ class Core(wiring.Component):
             "psum_s_in": In(stream.Signature(32)),
         }
         if self.straps:
-            members["strap"] = In(strap_layout(params.rows))
+            members["strap"] = In(core_strap_layout(params.rows))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -160,11 +159,12 @@ class Core(wiring.Component):
         head = data.View(Wavelet, cmdq.r_data)
         ctrl = data.View(ControlPayload, head.data)
         arg = ctrl.arg
+        read_arg, cr_o = data.View(ReadArg, arg), data.View(CrArg, arg).o    # READ, CR arguments
         is_weight = head.color == colors.weight
         is_data = ~head.ctrl
         value = fmt.operand_from_bits(head.data)
         zero_value = fmt.is_zero(value)
-        slot = head.data[16:32]
+        slot = data.View(WeightPayload, head.data).slot
         op = ctrl.op.as_value()
         pop = Signal()
         self._axpy_done = axpy_done = Signal()     # an AXPY's last cycle
@@ -178,7 +178,8 @@ class Core(wiring.Component):
         ebuf_next = Signal(range(n_buf))
         m.d.comb += ebuf_next.eq(Mux(ebuf == n_buf - 1, 0, ebuf + 1))
         retired = Signal(range(n_buf))     # buffers handed to the engine and not yet reduced
-        crq = m.submodules.cr_fifo = SyncFIFO(width=29, depth=n_buf - 1)   # (raw, o) to reduce
+        crq = m.submodules.cr_fifo = SyncFIFO(width=CrEntry.as_shape().size, depth=n_buf - 1)
+        cr_in, cr_out = data.View(CrEntry, crq.w_data), data.View(CrEntry, crq.r_data)
         active = Signal()                  # an AXPY is part-way through its tokens
         remaining = [Signal(tpb, name=f"rem{b}") for b in range(lanes)]
         ptr = Signal(16)
@@ -254,27 +255,26 @@ class Core(wiring.Component):
                            s1_valid, s1_index, s1_weight, s1_buf, buf, pop, busy, error_now)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
-                m.d.sync += ptr.eq(arg[:16])
+                m.d.sync += ptr.eq(data.View(AddrArg, arg).addr)
             with m.Elif(op == ControlOp.READ.value):
                 with m.If(pipeline_busy | (retired != 0)):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     m.d.comb += pop.eq(1)
-                    m.d.sync += [rd_address.eq(arg[:16]), rd_left.eq(arg[16:28]),
-                                 rd_active.eq(arg[16:28] != 0), rd_send.eq(0)]
+                    m.d.sync += [rd_address.eq(read_arg.addr), rd_left.eq(read_arg.len),
+                                 rd_active.eq(read_arg.len != 0), rd_send.eq(0)]
                     m.d.sync += [rd_snapshot[n].eq(counters[n]) for n in rd_snapshot]
                     m.d.comb += busy.eq(1)
             with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
-                owner = arg % p.rows
                 raw = op == ControlOp.CR_OUT.value
-                with m.If(~raw & (owner == row) & (arg // p.rows >= p.n_out)):
+                with m.If(~raw & (cr_o % p.rows == row) & (cr_o // p.rows >= p.n_out)):
                     m.d.comb += [pop.eq(1), busy.eq(1), error_now[0].eq(1)]
                 with m.Elif(retired == n_buf - 1):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
                     m.d.comb += [pop.eq(1), stall.eq(1), retire.eq(1),
-                                 crq.w_data.eq(Cat(arg, raw)), crq.w_en.eq(1)]
+                                 cr_in.o.eq(cr_o), cr_in.raw.eq(raw), crq.w_en.eq(1)]
                     m.d.sync += buf.eq(Mux(buf == n_buf - 1, 0, buf + 1))
             with m.Elif(op.matches(*(o.value for o in (ControlOp.NOP, ControlOp.ADVANCE,
                                                        ControlOp.RESET, ControlOp.TEARDOWN)))):
@@ -285,18 +285,18 @@ class Core(wiring.Component):
         # -- a CR right behind an AXPY rides on the AXPY's last cycle ------------------------------
         nxt = data.View(Wavelet, cmdq.r_data1)
         nxt_op = data.View(ControlPayload, nxt.data).op.as_value()
-        nxt_arg = data.View(ControlPayload, nxt.data).arg
+        nxt_o = data.View(CrArg, data.View(ControlPayload, nxt.data).arg).o
         nxt_raw = nxt_op == ControlOp.CR_OUT.value
         fuse = Signal()
         m.d.comb += fuse.eq(
             axpy_done & cmdq.r_rdy1 & nxt.ctrl
             & ((nxt.color == colors.weight) | (nxt.color == colors.cmd))
             & nxt_op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)
-            & (nxt_raw | (nxt_arg % p.rows != row) | (nxt_arg // p.rows < p.n_out))
+            & (nxt_raw | (nxt_o % p.rows != row) | (nxt_o // p.rows < p.n_out))
             & (retired != n_buf - 1))
         with m.If(fuse):
             m.d.comb += [cmdq.r_en2.eq(1), retire.eq(1),
-                         crq.w_data.eq(Cat(nxt_arg, nxt_raw)), crq.w_en.eq(1)]
+                         cr_in.o.eq(nxt_o), cr_in.raw.eq(nxt_raw), crq.w_en.eq(1)]
             m.d.sync += buf.eq(Mux(buf == n_buf - 1, 0, buf + 1))
 
         # -- MAC pipeline -----------------------------------------------------------------------
@@ -333,7 +333,7 @@ class Core(wiring.Component):
         mac_on_next = Cat(*s1_valid).any() & (s1_buf == ebuf_next)
         m.d.comb += [
             engine.start.eq(crq.r_rdy & engine.can_start & ~(engine.busy & mac_on_next)),
-            engine.o.eq(crq.r_data[:28]), engine.raw.eq(crq.r_data[28]),
+            engine.o.eq(cr_out.o), engine.raw.eq(cr_out.raw),
             crq.r_en.eq(engine.start),
         ]
         with m.If(engine_done):

@@ -5,16 +5,13 @@ and the host codecs.
 """
 
 import dataclasses
-import operator
 from dataclasses import dataclass
 
-from amaranth.lib import data
-
 from .numfmt import FixedPoint
+from .validate import count, integer
 from .wavelet import MAX_COLORS
 
-__all__ = ["Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "strap_layout",
-           "strap_value"]
+__all__ = ["Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams"]
 
 Y_BASE = 0x8000
 COUNTER_BASE = 0xFF00
@@ -22,13 +19,6 @@ COUNTERS = ("busy_cycles", "macs_issued", "macs_skipped_weight", "macs_skipped_a
             "wavelets_in", "wavelets_out", "stall_cycles", "errors", "overflow")
 
 _MAX_DIM = 4096
-
-
-def _int_in(name: str, value, lo: int, hi: int) -> int:
-    value = operator.index(value)
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -45,7 +35,7 @@ class CoreColors:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _int_in(f.name, getattr(self, f.name),
+            object.__setattr__(self, f.name, integer(f.name, getattr(self, f.name),
                                                      0, MAX_COLORS - 1))
         if len(set(dataclasses.astuple(self))) != len(dataclasses.fields(self)):
             raise ValueError(f"colors must be distinct, not {self!r}")
@@ -72,15 +62,15 @@ class CoreParams:
         def put(name, value):
             object.__setattr__(self, name, value)
 
-        put("n_feat", _int_in("n_feat", self.n_feat, 1, _MAX_DIM))
-        n_tok = operator.index(self.n_tok)
+        put("n_feat", integer("n_feat", self.n_feat, 1, _MAX_DIM))
+        n_tok = integer("n_tok", self.n_tok)
         if n_tok < 1 or n_tok & (n_tok - 1):
             raise ValueError(f"n_tok must be a power of two, not {n_tok!r}")
         if n_tok > _MAX_DIM:
             raise ValueError(f"n_tok must be at most {_MAX_DIM}, not {n_tok!r}")
         put("n_tok", n_tok)
-        put("n_out", _int_in("n_out", self.n_out, 1, _MAX_DIM))
-        lanes = operator.index(self.lanes)
+        put("n_out", integer("n_out", self.n_out, 1, _MAX_DIM))
+        lanes = integer("lanes", self.lanes)
         if lanes < 1 or lanes & (lanes - 1) or n_tok % lanes:
             raise ValueError(f"lanes must be a power of two dividing n_tok ({n_tok}), "
                              f"not {lanes!r}")
@@ -89,11 +79,9 @@ class CoreParams:
         if not isinstance(fmt, FixedPoint) or fmt.width > 16 or fmt.acc_width > 32:
             raise ValueError(f"fmt must be a FixedPoint with width <= 16 and acc_width <= 32, "
                              f"not {fmt!r}")
-        rows = operator.index(self.rows)
-        if rows < 1:
-            raise ValueError(f"rows must be a positive integer, not {rows!r}")
+        rows = count("rows", self.rows)
         put("rows", rows)
-        put("row", _int_in("row", self.row, 0, rows - 1))
+        put("row", integer("row", self.row, 0, rows - 1))
         if not isinstance(self.colors, CoreColors):
             raise ValueError(f"colors must be a CoreColors, not {self.colors!r}")
         if self.n_feat * n_tok > Y_BASE:
@@ -128,18 +116,3 @@ class CoreParams:
     def tpb(self) -> int:
         """Tokens per bank: ``n_tok // lanes``."""
         return self.n_tok // self.lanes
-
-
-def strap_layout(rows: int) -> data.StructLayout:
-    """The straps of a core built with ``straps=True``: its seven colors and its row, inputs
-    instead of elaboration constants, so every core of a mesh is the same module."""
-    fields = {f.name: 5 for f in dataclasses.fields(CoreColors)}
-    fields["row"] = max(1, (rows - 1).bit_length())
-    return data.StructLayout(fields)
-
-
-def strap_value(params: CoreParams) -> int:
-    """The constant a mesh ties a strapped core's straps to, from ``params``."""
-    layout = strap_layout(params.rows)
-    values = {**dataclasses.asdict(params.colors), "row": params.row}
-    return sum(values[name] << field.offset for name, field in layout)

@@ -7,9 +7,10 @@ requantise an accumulator back to an operand. The matching numpy functions live 
 bit. A ``bf16 x bf16 -> fp32`` format is planned as a second class with the same methods.
 """
 
-import operator
 
 from amaranth.hdl import Const, Mux, signed
+
+from .validate import integer
 
 __all__ = ["FixedPoint"]
 
@@ -35,16 +36,9 @@ class FixedPoint:
     """
 
     def __init__(self, *, width=16, frac_bits=8, acc_width=32):
-        width = operator.index(width)
-        if not 2 <= width <= 31:
-            raise ValueError(f"Operand width must be an integer in 2..31, not {width!r}")
-        frac_bits = operator.index(frac_bits)
-        if not 0 <= frac_bits < width:
-            raise ValueError(f"frac_bits must be an integer in 0..{width - 1}, not {frac_bits!r}")
-        acc_width = operator.index(acc_width)
-        if not 2 * width <= acc_width <= 62:
-            raise ValueError(f"acc_width must be an integer in {2 * width}..62, "
-                             f"not {acc_width!r}")
+        width = integer("Operand width", width, 2, 31)
+        frac_bits = integer("frac_bits", frac_bits, 0, width - 1)
+        acc_width = integer("acc_width", acc_width, 2 * width, 62)
         self.width = width
         self.frac_bits = frac_bits
         self.acc_width = acc_width

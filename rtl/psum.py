@@ -4,7 +4,8 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .core_params import CoreParams, strap_layout
+from .core_params import CoreParams
+from .isa import core_strap_layout
 from .wavelet import Wavelet
 
 __all__ = ["PsumEngine"]
@@ -59,7 +60,7 @@ class PsumEngine(wiring.Component):
         Write a requantised result into ``Y``.
     overflow : Out(1)
         A sum or a requantisation saturated this cycle.
-    strap : In(strap_layout(rows))
+    strap : In(core_strap_layout(rows))
         Only with ``straps=True``: the core's colors and row (see :class:`~rtl.core.Core`).
     """
 
@@ -69,7 +70,7 @@ class PsumEngine(wiring.Component):
         self.params = params
         self.straps = bool(straps)
         fmt = params.fmt
-        straps = {"strap": In(strap_layout(params.rows))} if self.straps else {}
+        straps = {"strap": In(core_strap_layout(params.rows))} if self.straps else {}
         super().__init__({
             **straps,
             "start":     In(1),

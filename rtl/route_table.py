@@ -11,7 +11,8 @@ wavelets with :meth:`RouteTable.config_wavelets`.
 import operator
 from dataclasses import dataclass
 
-from .wavelet import (CONFIG, MAX_COLORS, ConfigOp, ControlOp, Direction, WAVELET)
+from .validate import integer
+from .wavelet import CONFIG, MAX_COLORS, WAVELET, ConfigOp, ControlOp, Direction
 
 __all__ = ["MAX_POSITIONS", "MAX_HOPS", "Position", "RouteTable",
            "config_write", "config_switch"]
@@ -52,10 +53,7 @@ class RouteTable:
     """
 
     def __init__(self, n_colors=24, routes=None):
-        n_colors = operator.index(n_colors)
-        if not 1 <= n_colors <= MAX_COLORS:
-            raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
-        self.n_colors = n_colors
+        self.n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         self._routes = {}
         for color, positions in (routes or {}).items():
             self[color] = positions
@@ -125,13 +123,6 @@ class RouteTable:
         return [int(WAVELET.pack(data=w, color=cfg_color, ctrl=0)) for w in words]
 
 
-def _check_hops(hops):
-    hops = operator.index(hops)
-    if not 0 <= hops <= MAX_HOPS:
-        raise ValueError(f"hops must be in 0..{MAX_HOPS}, not {hops!r}")
-    return hops
-
-
 def config_write(target, position, rx, tx, *, last, hops=0):
     """Data word of a configuration wavelet that writes one switch position of ``target``."""
     if not 0 <= position <= last < MAX_POSITIONS:
@@ -139,7 +130,7 @@ def config_write(target, position, rx, tx, *, last, hops=0):
                          f" not position={position!r}, last={last!r}")
     return int(CONFIG.pack(op=ConfigOp.WRITE_ROUTE, target=target, position=position,
                            last=last, rx=Direction.mask(rx), tx=Direction.mask(tx),
-                           hops=_check_hops(hops)))
+                           hops=integer("hops", hops, 0, MAX_HOPS)))
 
 
 def config_switch(target, cmd, *, hops=0):
@@ -147,4 +138,5 @@ def config_switch(target, cmd, *, hops=0):
     cmd = ControlOp(cmd)
     if cmd not in (ControlOp.NOP, ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN):
         raise ValueError(f"Switch command must be NOP, ADVANCE, RESET or TEARDOWN, not {cmd!r}")
-    return int(CONFIG.pack(op=ConfigOp.SWITCH, target=target, cmd=cmd, hops=_check_hops(hops)))
+    return int(CONFIG.pack(op=ConfigOp.SWITCH, target=target, cmd=cmd,
+                           hops=integer("hops", hops, 0, MAX_HOPS)))

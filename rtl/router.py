@@ -8,8 +8,10 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import RoundRobin
+from .isa import RouteStrap, route_straps_layout
 from .route_table import MAX_POSITIONS, Position, RouteTable
 from .shift_fifo import ShiftFIFO
+from .validate import integer
 from .wavelet import (MAX_COLORS, WAVELET_BITS, ConfigOp, ConfigPayload, ControlOp,
                       ControlPayload, Direction, Wavelet)
 
@@ -43,8 +45,8 @@ class Router(wiring.Component):
 
     Bad input: a wavelet whose color has no route, whose route does not accept its input port,
     or whose route has no output, is dropped when it reaches its queue head, and so is a
-    configuration wavelet naming a color outside the table or an unknown operation. Drops count in ``drops`` (saturating)
-    and set the sticky ``error``; the router keeps running.
+    configuration wavelet naming a color outside the table or an unknown operation. Drops count
+    in ``drops`` (saturating) and set the sticky ``error``; the router keeps running.
 
     Parameters
     ----------
@@ -96,19 +98,17 @@ class Router(wiring.Component):
         Only with ``ramp_accept=True``: bit ``c`` set when the core would take a wavelet of
         color ``c`` this cycle.
     route_init, cfg_route_init, queue_map_init : In
-        Only with ``straps=True``: the initial route table (position 0 of each color: ``rx``
-        in bits ``10c .. 10c+4``, ``tx`` in ``10c+5 .. 10c+9``), the configuration route
-        (``rx``, ``tx``) and the queue of each color (``queue_bits`` each), loaded while
-        ``rst`` is high instead of being elaboration constants. Every tile of a mesh is then
-        the same module, and only these straps differ.
+        Only with ``straps=True``: the initial route table (position 0 of each color, a
+        :func:`~rtl.isa.route_straps_layout`), the configuration route (a
+        :class:`~rtl.isa.RouteStrap`) and the queue of each color (``queue_bits`` each),
+        loaded while ``rst`` is high instead of being elaboration constants. Every tile of a
+        mesh is then the same module, and only these straps differ.
     """
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
                  cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32,
                  ramp_rotates=False, straps=False, ramp_accept=False):
-        n_colors = operator.index(n_colors)
-        if not 1 <= n_colors <= MAX_COLORS:
-            raise ValueError(f"n_colors must be an integer in 1..{MAX_COLORS}, not {n_colors!r}")
+        n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         if cfg_color is not None:
             cfg_color = operator.index(cfg_color)
             if n_colors == MAX_COLORS:
@@ -131,21 +131,15 @@ class Router(wiring.Component):
                              f"not {routes!r}")
         if routes.n_colors != n_colors:
             raise ValueError(f"Route table is for {routes.n_colors} colors, not {n_colors}")
-        n_queues = operator.index(n_queues)
-        if not 1 <= n_queues <= 8:
-            raise ValueError(f"n_queues must be an integer in 1..8, not {n_queues!r}")
+        n_queues = integer("n_queues", n_queues, 1, 8)
         if queue_map is None:
             queue_map = [color % n_queues for color in range(MAX_COLORS)]
         queue_map = [operator.index(q) for q in queue_map]
         if len(queue_map) != MAX_COLORS or not all(0 <= q < n_queues for q in queue_map):
             raise ValueError(f"queue_map must give a queue in 0..{n_queues - 1} for each of the "
                              f"{MAX_COLORS} colors, not {queue_map!r}")
-        depth = operator.index(depth)
-        if depth < 2:
-            raise ValueError(f"depth must be an integer of at least 2, not {depth!r}")
-        counter_width = operator.index(counter_width)
-        if not 1 <= counter_width <= 64:
-            raise ValueError(f"counter_width must be an integer in 1..64, not {counter_width!r}")
+        depth = integer("depth", depth, 2)
+        counter_width = integer("counter_width", counter_width, 1, 64)
 
         self.n_colors = n_colors
         self.routes = routes
@@ -173,9 +167,9 @@ class Router(wiring.Component):
         if self.has_ramp_accept:
             members["ramp_accept"] = In(MAX_COLORS)
         if self.straps:
-            members["route_init"] = In(n_colors * 10)
-            members["cfg_route_init"] = In(10)
-            members["queue_map_init"] = In(MAX_COLORS * self.queue_bits)
+            members["route_init"] = In(route_straps_layout(n_colors))
+            members["cfg_route_init"] = In(RouteStrap)
+            members["queue_map_init"] = In(data.ArrayLayout(self.queue_bits, MAX_COLORS))
         super().__init__(members)
 
     def params(self):
@@ -234,8 +228,8 @@ class Router(wiring.Component):
                 cur_torn[color].eq(torn[color]),
             ]
         if self.cfg_color is not None:
-            cfg_rx, cfg_tx = ((self.cfg_route_init[:5], self.cfg_route_init[5:]) if self.straps
-                              else (self.cfg_route.rx, self.cfg_route.tx))
+            cfg_route = self.cfg_route_init if self.straps else self.cfg_route
+            cfg_rx, cfg_tx = cfg_route.rx, cfg_route.tx
             m.d.comb += [cur_rx[self.cfg_color].eq(cfg_rx), cur_tx[self.cfg_color].eq(cfg_tx)]
 
         # Input queues.
@@ -244,7 +238,7 @@ class Router(wiring.Component):
             inp = self.port_in(port)
             queue_of = Signal(range(Q), name=f"{port.name.lower()}_queue")
             if Q > 1 and self.straps:
-                strapped = self.queue_map_init.word_select(inp.payload.color, self.queue_bits)
+                strapped = self.queue_map_init[inp.payload.color]
                 if self.cfg_color is not None:
                     strapped = Mux(inp.payload.color == self.cfg_color, Q - 1, strapped)
                 m.d.comb += queue_of.eq(strapped)
@@ -304,7 +298,8 @@ class Router(wiring.Component):
             is_cfg = Const(int(cfg_queue), 1)
             accepted = rx_of_port[port].bit_select(color, 1)
             tx = cur_tx[color]
-            is_switch = head.ctrl & ~is_cfg & ctrl_op.as_value().matches(*(op.value for op in _SWITCH_OPS))
+            is_switch = (head.ctrl & ~is_cfg
+                         & ctrl_op.as_value().matches(*(op.value for op in _SWITCH_OPS)))
             consume = is_cfg & (cfg.hops == 0)
             fresh = head_valid & ~started[h]
             has_token = token.valid & (token.grant == h)
@@ -391,8 +386,8 @@ class Router(wiring.Component):
             with m.If(ResetSignal()):
                 for color in range(self.n_colors):
                     m.d.sync += [
-                        pos_rx[color][0].eq(self.route_init[10 * color:10 * color + 5]),
-                        pos_tx[color][0].eq(self.route_init[10 * color + 5:10 * color + 10]),
+                        pos_rx[color][0].eq(self.route_init[color].rx),
+                        pos_tx[color][0].eq(self.route_init[color].tx),
                         last[color].eq(0),
                     ]
                     for k in range(1, MAX_POSITIONS):

@@ -1,11 +1,18 @@
-"""The tile: a router and the core behind its ramp, the unit a mesh repeats."""
+# amaranth: UnusedElaboratable=no
+"""The tile: a router and the core behind its ramp, the unit a mesh repeats.
+
+The magic comment above: a tile makes its router and core when it is made, and they are used
+exactly when the tile is; an unused tile is still reported, where it was made.
+"""
 
 from amaranth.hdl import Cat, Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .core import Core
-from .core_params import CoreParams, strap_layout, strap_value
+from .core_params import CoreParams
+from .isa import (ROUTE_STRAP, RouteStrap, core_strap_layout, core_strap_value, route_straps_layout,
+                  route_straps_value)
 from .router import Router
 from .wavelet import MAX_COLORS, Direction, Wavelet
 
@@ -17,14 +24,15 @@ MESH_PORTS = (Direction.N, Direction.E, Direction.S, Direction.W)
 def strap_values(core, routes, cfg_route):
     """``{port: constant}`` for the straps of a ``straps=True`` tile that is to behave as
     ``Tile(core, routes=routes, cfg_route=cfg_route)`` with single-position routes."""
-    word = 0
+    initial = {}
     for color, positions in routes:
         if len(positions) != 1:
             raise ValueError(f"a strapped tile starts with one switch position per color; color "
                              f"{color} has {len(positions)}")
-        word |= (positions[0].rx | positions[0].tx << 5) << 10 * color
-    return {"strap_routes": word, "strap_cfg_route": cfg_route.rx | cfg_route.tx << 5,
-            "strap_core": strap_value(core)}
+        initial[color] = (positions[0].rx, positions[0].tx)
+    return {"strap_routes": route_straps_value(routes.n_colors, initial),
+            "strap_cfg_route": int(ROUTE_STRAP.pack(rx=cfg_route.rx, tx=cfg_route.tx)),
+            "strap_core": core_strap_value(core)}
 
 
 class Tile(wiring.Component):
@@ -103,9 +111,9 @@ class Tile(wiring.Component):
         members.update({"drops": Out(self.router.counter_width), "error": Out(1),
                         "core_error": Out(1), "overflow": Out(1), "idle": Out(1)})
         if self.straps:
-            members.update({"strap_routes": In(self.router.n_colors * 10),
-                             "strap_cfg_route": In(10),
-                             "strap_core": In(strap_layout(core.rows))})
+            members.update({"strap_routes": In(route_straps_layout(self.router.n_colors)),
+                             "strap_cfg_route": In(RouteStrap),
+                             "strap_core": In(core_strap_layout(core.rows))})
         super().__init__(members)
 
     def elaborate(self, platform):

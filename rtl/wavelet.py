@@ -16,7 +16,7 @@ Bit layout (LSB first)::
 import enum
 
 import numpy as np
-from amaranth.hdl import unsigned
+from amaranth.hdl import Shape, unsigned
 from amaranth.lib import data
 from amaranth.lib import enum as hw_enum
 
@@ -140,18 +140,33 @@ class ConfigPayload(data.Struct):
 class Codec:
     """Vectorised numpy packing of a :class:`~amaranth.lib.data.Struct` layout.
 
-    The field offsets and widths come from the Amaranth layout itself, so hardware and software
-    cannot disagree. Words are ``uint64``; enum fields take and give their integer values.
+    The field offsets, widths and signedness come from the Amaranth layout itself, so hardware
+    and software cannot disagree. Words are ``uint64``; enum fields take and give their integer
+    values; a signed field takes and gives two's-complement integers. Fields whose name starts
+    with ``_`` are padding: always zero.
 
     ``pack(**fields)`` broadcasts its arguments (scalars or arrays) and raises ``ValueError``
-    naming the field when a value does not fit. ``unpack(words)`` returns a dict of arrays.
+    naming the field when a value does not fit; a field left out packs as zero.
+    ``unpack(words)`` returns a dict of ``int64`` arrays.
+
+    Parameters
+    ----------
+    struct : data.Struct subclass or data.StructLayout
+        The layout (at most 64 bits).
+    name : str
+        For messages; the class name of ``struct`` by default.
     """
 
-    def __init__(self, struct):
+    def __init__(self, struct, name=None):
         layout = data.Layout.cast(struct)
-        self.name = struct.__name__
+        self.name = name if name is not None else struct.__name__
         self.width = layout.size
+        if self.width > 64:
+            raise ValueError(f"{self.name} must be at most 64 bits wide to pack into uint64, "
+                             f"not {self.width}")
         self.fields = {name: (field.offset, field.width) for name, field in layout
+                       if not name.startswith("_")}
+        self.signed = {name: Shape.cast(field.shape).signed for name, field in layout
                        if not name.startswith("_")}
 
     def pack(self, **fields):
@@ -163,29 +178,39 @@ class Codec:
                         if fields else (), dtype=np.uint64)
         for name, value in fields.items():
             offset, width = self.fields[name]
+            lo, hi = ((-(1 << (width - 1)), (1 << (width - 1)) - 1) if self.signed[name]
+                      else (0, (1 << width) - 1))
+            what = f"{width}-bit signed" if self.signed[name] else f"{width} bits"
             value = np.asarray(_enum_value(value))
             if value.dtype == object and all(isinstance(v, int) for v in value.flat):
-                bad = next(v for v in value.flat if not 0 <= v < 1 << width)
-                raise ValueError(f"{self.name}.{name} must fit in {width} bits, not {bad!r}")
+                bad = next(v for v in value.flat if not lo <= v <= hi)
+                raise ValueError(f"{self.name}.{name} must fit in {what}, not {bad!r}")
             if value.dtype.kind not in "iub":
                 raise ValueError(f"{self.name}.{name} must be integers, not {value.dtype} "
                                  f"values")
-            if value.dtype.kind == "u" and value.size and int(value.max()) >> width:
-                raise ValueError(f"{self.name}.{name} must fit in {width} bits, "
+            if value.dtype.kind == "u" and value.size and int(value.max()) > hi:
+                raise ValueError(f"{self.name}.{name} must fit in {what}, "
                                  f"not {int(value.max())!r}")
             value = value.astype(np.int64) if value.dtype.kind != "u" else \
                 value.astype(np.uint64).astype(np.int64)
-            if np.any(value < 0) or np.any(value >> width):
-                bad = int(value[(value < 0) | (value >> width != 0)].flat[0])
-                raise ValueError(f"{self.name}.{name} must fit in {width} bits, not {bad!r}")
+            outside = (value < lo) | (value > hi)
+            if np.any(outside):
+                raise ValueError(f"{self.name}.{name} must fit in {what}, "
+                                 f"not {int(value[outside].flat[0])!r}")
+            if self.signed[name]:
+                value = value & ((1 << width) - 1)       # two's complement
             word |= value.astype(np.uint64) << np.uint64(offset)
         return word[()] if word.ndim == 0 else word
 
     def unpack(self, words):
         words = np.asarray(words, dtype=np.uint64)
-        return {name: ((words >> np.uint64(offset)) & np.uint64((1 << width) - 1))
-                .astype(np.int64)
-                for name, (offset, width) in self.fields.items()}
+        fields = {}
+        for name, (offset, width) in self.fields.items():
+            value = ((words >> np.uint64(offset)) & np.uint64((1 << width) - 1)).astype(np.int64)
+            if self.signed[name]:
+                value = np.where(value >> (width - 1) != 0, value - (1 << width), value)
+            fields[name] = value
+        return fields
 
 
 def _enum_value(value):

@@ -35,13 +35,13 @@ class MeshTB(ClockedTB):
 
     def __init__(self, dut, config, *, idle=None, backpressure=None, watchdog=5000):
         super().__init__(dut)
-        from wse.fabric.mesh import _edge_ports
+        from wse.fabric.mesh import edge_ports
         self.config = config
         self.watchdog = watchdog
         self.received = {}
         self._moved = 0
         self.sources, self.sinks = {}, {}
-        for name, way, _, _ in _edge_ports(config):
+        for name, way, _, _ in edge_ports(config):
             if way == "in":
                 self.sources[name] = StreamSource(
                     dut, name, idle=idle(name) if idle else always(), on_sent=self._count)

@@ -115,9 +115,9 @@ async def fair_share(dut):
     """Five inputs saturating one output each get a fifth of it (round-robin, no starvation)."""
     tb = await start(dut, "full")
     await tb.program(RouteTable(tb.n_colors, {c: (ALL, "E") for c in range(5)}))
-    await tb.phase({src: data_words(src.value, [(src.value << 16) | i for i in range(60)])
-                    for src in Direction})
-    window = [int(WAVELET.unpack(w)["data"]) >> 16 for _, w in tb.arrivals[Direction.E][:250]]
+    await tb.phase({src: data_words(src.value, [src.value * 1000 + i for i in range(60)])
+                    for src in Direction})     # data: the source's tag, then a sequence number
+    window = [int(WAVELET.unpack(w)["data"]) // 1000 for _, w in tb.arrivals[Direction.E][:250]]
     shares = {src: window.count(src.value) for src in Direction}
     cocotb.log.info("fair_share: output E served %s in its first 250 transfers", shares)
     assert all(45 <= n <= 55 for n in shares.values()), shares

@@ -14,9 +14,10 @@ import itertools
 import random
 from collections import deque
 
-__all__ = ["always", "bursty", "random_pattern", "stream_handles", "StreamSource", "StreamProtocolError",
-           "StreamSink", "AxiWaveletPayload",
-           "stuck_offers"]
+from wse.rtl.wavelet import WAVELET
+
+__all__ = ["always", "bursty", "random_pattern", "stream_handles", "StreamSource",
+           "StreamProtocolError", "StreamSink", "AxiWaveletPayload", "stuck_offers"]
 
 
 def always():
@@ -59,7 +60,7 @@ class _Word:
     def to_unsigned(self):
         data, dest, user = (part.to_unsigned() if hasattr(part, "to_unsigned") else int(part)
                             for part in self._parts)   # a 1-bit handle gives a Logic
-        return data | dest << 32 | user << 37
+        return int(WAVELET.pack(data=data, color=dest, ctrl=user))
 
     def __str__(self):
         return "/".join(str(part) for part in self._parts)
@@ -78,11 +79,9 @@ class AxiWaveletPayload:
 
     @value.setter
     def value(self, word):
-        word = int(word)
-        data, dest, user = self._handles
-        data.value = word & 0xFFFFFFFF
-        dest.value = word >> 32 & 0x1F
-        user.value = word >> 37 & 1
+        fields = WAVELET.unpack(int(word))
+        for handle, name in zip(self._handles, ("data", "color", "ctrl")):
+            handle.value = int(fields[name])
 
 
 class StreamSource:
@@ -195,8 +194,6 @@ class StreamSink:
 
 def stuck_offers(sources):
     """Watchdog lines for ``{name: StreamSource}``: each input still offering a word, by color."""
-    from wse.rtl.wavelet import WAVELET
-
     lines = []
     for name, source in sources.items():
         if source.offered is not None:

@@ -14,8 +14,9 @@ import cocotb
 import numpy as np
 
 from wse.fabric import pe_model
+from wse.rtl import isa
 from wse.rtl.core_params import CoreParams
-from wse.rtl.wavelet import Direction
+from wse.rtl.wavelet import Direction, unpack
 
 from .tile_tb import TileTB, load_params
 
@@ -113,7 +114,7 @@ async def pe_figures(dut):
         "density": density, "cycles_per_weight": round(measured, 3),
         "ideal_cycles_per_weight": density * core.n_tok / core.lanes,
         "model_cycles_per_weight": round(float(np.mean([
-            pe_model.axpy_cycles(core, x[int(pe_model.unpack(w)[0] >> 16)] != 0)
+            pe_model.axpy_cycles(core, x[int(isa.WEIGHT.unpack(unpack(w)[0])["slot"])] != 0)
             for w in weights[FILL:]])), 3)}
 
     counters = await tb.check_counters()

@@ -89,10 +89,8 @@ class TileTB(ClockedTB):
         want = {self.port_of[color]: words for color, words in sent.items() if words}
         start = {d: len(self.received[d]) for d in PORTS}
         self.sources[Direction.W].send(commands)
-        self.sources[Direction.N].send(pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_n)
-                                       for v in psum_from_n)
-        self.sources[Direction.S].send(pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_s)
-                                       for v in psum_from_s)
+        self.sources[Direction.N].send(pe_model.psums(c.psum_from_n, psum_from_n))
+        self.sources[Direction.S].send(pe_model.psums(c.psum_from_s, psum_from_s))
         quiet = 0
         while True:
             before = self._moved

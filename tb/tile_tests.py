@@ -8,7 +8,9 @@ import cocotb
 import numpy as np
 
 from wse.fabric import pe_model
+from wse.rtl import isa
 from wse.rtl.core_params import Y_BASE, CoreParams
+from wse.rtl.wavelet import pack
 
 from .router_tests import pacing
 from .tile_tb import TileTB, load_params
@@ -90,7 +92,7 @@ async def bad_inputs(dut):
     n_x = core.n_feat * core.n_tok
     await tb.phase([pe_model.addr(core, n_x - 1), *pe_model.load(core, [5, 6]),
                     pe_model.weight(core, 3, core.n_feat),
-                    pe_model._wavelet(0xF << 28, c.weight, 1),
+                    int(pack(isa.control_data(0xF), c.weight, 1)),      # unknown opcode
                     pe_model.cr(core, core.n_out * core.rows),
                     pe_model.read(core, 0x7FFF, 2)])
     counters = await tb.check_counters()

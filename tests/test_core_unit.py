@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from wse.fabric import pe_model
+from wse.rtl import isa
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from wse.rtl.wavelet import pack
 
 from .core_harness import run_core
 
@@ -17,8 +19,8 @@ def compare(params, commands, psums_n=(), psums_s=(), ready=lambda cycle: True, 
     """Run RTL and model on the same wavelets; assert equal outputs and counters."""
     model = pe_model.CoreModel(params)
     c = params.colors
-    from_n = [pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_n) for v in psums_n]
-    from_s = [pe_model._wavelet(v & 0xFFFFFFFF, c.psum_from_s) for v in psums_s]
+    from_n = pe_model.psums(c.psum_from_n, psums_n)
+    from_s = pe_model.psums(c.psum_from_s, psums_s)
     want = model.run(list(commands) + [pe_model.read(params, COUNTER_BASE, len(COUNTERS))],
                      psum_from_n=psums_n, psum_from_s=psums_s)
     got, counters, cycles = run_core(params, commands, from_n, from_s, ready=ready,
@@ -83,8 +85,8 @@ def test_bad_inputs_are_counted_and_dropped():
     c = params.colors
     cmds = [pe_model.addr(params, 6), *pe_model.load(params, [1, 2, 3]),   # last one outside X
             pe_model.weight(params, 5, 7),                                  # slot outside X
-            pe_model._wavelet(0x8 << 28, c.weight, 1),                      # unknown opcode
-            pe_model._wavelet(1, 30),                                       # foreign color
+            int(pack(isa.control_data(8), c.weight, 1)),                    # unknown opcode
+            int(pack(1, 30)),                                               # foreign color
             pe_model.cr(params, 5),                                         # Y slot 5 > n_out
             pe_model.read(params, 0x7FFF, 2)]      # 0x7FFF outside the map, 0x8000 is Y[0]
     counters, _ = compare(params, cmds)

@@ -48,7 +48,7 @@ def test_config_wavelets_write_every_position_then_reset():
 
 
 def test_config_arguments_are_checked():
-    with pytest.raises(ValueError, match=r"^hops must be in 0\.\.63, not 64$"):
+    with pytest.raises(ValueError, match=r"^hops must be an integer in 0\.\.63, not 64$"):
         config_write(1, 0, "W", "E", last=0, hops=64)
     with pytest.raises(ValueError, match="position <= last"):
         config_write(1, 2, "W", "E", last=1)

@@ -1,0 +1,200 @@
+"""The instruction set: every packed payload of the fabric, as Amaranth layouts, and the numpy
+encoders and decoders derived from those same layouts.
+
+The hardware reads a payload through a :class:`~amaranth.lib.data.View` of its layout; the
+compiler, the golden models and the testbenches pack and unpack it with a :class:`Codec` built
+from the same layout, so the two cannot disagree (``tests/test_isa.py`` checks every field both
+ways). Nothing else in the project shifts or masks payload bits.
+
+Bit layout (LSB first) of a wavelet's 32 data bits, by what the wavelet is::
+
+    WeightPayload    value[15:0] (signed)  slot[31:16]             data wavelet on ``weight``
+    LoadPayload      value[15:0] (signed)                          data wavelet on ``cmd``
+    WordPayload      value[31:0] (signed)                          psum, READ reply, raw total
+    ControlPayload   arg[27:0]  op[31:28]                          control wavelet (ctrl=1)
+    ConfigPayload    see :mod:`rtl.wavelet`                        configuration color
+
+and of a control wavelet's ``arg``, by opcode::
+
+    AddrArg          addr[15:0]                                    ADDR
+    ReadArg          addr[15:0]  len[27:16]                        READ
+    CrArg            o[27:0]                                       CR, CR_OUT
+
+Inside a tile: :class:`CrEntry` (``o``, ``raw``: a carriage return queued for the partial-sum
+engine), the straps of a strapped tile (:class:`RouteStrap` per color in
+:func:`route_straps_layout`, the configuration route, :func:`core_strap_layout`).
+
+The wavelet itself (:class:`~rtl.wavelet.Wavelet`), the control and configuration payloads and
+their opcodes live in :mod:`rtl.wavelet` and are re-exported here.
+"""
+
+import dataclasses
+from functools import cache
+
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data
+
+from .core_params import CoreColors, CoreParams
+from .validate import integer
+from .wavelet import (CONFIG, CONTROL, WAVELET, Codec, ConfigOp, ConfigPayload, ControlOp,
+                      ControlPayload, Direction, Wavelet)
+
+__all__ = [
+    # re-exported from rtl.wavelet
+    "Wavelet", "ControlPayload", "ConfigPayload", "ControlOp", "ConfigOp", "Codec",
+    "WAVELET", "CONTROL", "CONFIG",
+    # payloads and arguments
+    "ARG_BITS", "MAX_ARG", "MAX_READ",
+    "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
+    "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
+    "control_data", "weight_data", "load_data", "word_data", "addr_data", "read_data",
+    "cr_data",
+    # straps
+    "RouteStrap", "ROUTE_STRAP", "route_straps_layout", "route_straps_value",
+    "core_strap_layout", "core_strap_codec", "core_strap_value",
+]
+
+
+class WeightPayload(data.Struct):
+    """A data wavelet on ``weight``: AXPY ``ACC[t] += value * X[slot][t]``."""
+    value: signed(16)
+    slot:  unsigned(16)
+
+
+class LoadPayload(data.Struct):
+    """A data wavelet on ``cmd``: LOAD ``value`` at the load pointer."""
+    value: signed(16)
+    _pad:  unsigned(16)
+
+
+class WordPayload(data.Struct):
+    """A 32-bit number: a partial sum, a READ reply, a raw total (``CR_OUT``)."""
+    value: signed(32)
+
+
+ARG_BITS = data.Layout.cast(ControlPayload)["arg"].width
+#: The largest control argument (a carriage return's ``o``).
+MAX_ARG = (1 << ARG_BITS) - 1
+
+
+class AddrArg(data.Struct):
+    """``arg`` of ADDR: the new load pointer."""
+    addr: unsigned(16)
+    _pad: unsigned(ARG_BITS - 16)
+
+
+class ReadArg(data.Struct):
+    """``arg`` of READ: send ``len`` words of the core's memory from ``addr``."""
+    addr: unsigned(16)
+    len:  unsigned(ARG_BITS - 16)
+
+
+class CrArg(data.Struct):
+    """``arg`` of CR / CR_OUT: the output feature ``o`` that is complete
+    (``slot * rows + owner row``)."""
+    o: unsigned(ARG_BITS)
+
+
+class CrEntry(data.Struct):
+    """A carriage return queued in the core for its partial-sum engine (``raw``: a CR_OUT)."""
+    o:   unsigned(ARG_BITS)
+    raw: unsigned(1)
+
+
+class RouteStrap(data.Struct):
+    """One color's route as a strapped router takes it at reset (position 0), or the
+    configuration route: ``rx`` and ``tx`` port masks (:class:`~rtl.wavelet.Direction` bits)."""
+    rx: unsigned(5)
+    tx: unsigned(5)
+
+
+WEIGHT = Codec(WeightPayload)
+LOAD = Codec(LoadPayload)
+WORD = Codec(WordPayload)
+ADDR_ARG = Codec(AddrArg)
+READ_ARG = Codec(ReadArg)
+CR_ARG = Codec(CrArg)
+CR_ENTRY = Codec(CrEntry)
+ROUTE_STRAP = Codec(RouteStrap)
+
+#: Words one READ fetches at most (its ``len`` field).
+MAX_READ = (1 << READ_ARG.fields["len"][1]) - 1
+
+
+# Data words of the core's instructions (vectorised: scalars or arrays, like Codec.pack) --------
+
+def control_data(op, arg=0):
+    """The data of a control wavelet: opcode ``op`` with argument ``arg`` (a packed ``*Arg``)."""
+    return CONTROL.pack(op=op, arg=arg)
+
+
+def weight_data(value, slot):
+    """AXPY: ``value`` (a signed 16-bit operand) times ``X[slot]``."""
+    return WEIGHT.pack(value=value, slot=slot)
+
+
+def load_data(value):
+    """LOAD: ``value`` (a signed 16-bit operand)."""
+    return LOAD.pack(value=value)
+
+
+def word_data(value):
+    """A signed 32-bit number (a partial sum)."""
+    return WORD.pack(value=value)
+
+
+def addr_data(address):
+    """ADDR: load pointer := ``address``."""
+    return control_data(ControlOp.ADDR, ADDR_ARG.pack(addr=address))
+
+
+def read_data(address, length):
+    """READ: ``length`` words from ``address``."""
+    return control_data(ControlOp.READ, READ_ARG.pack(addr=address, len=length))
+
+
+def cr_data(o, raw=False):
+    """CR (or CR_OUT with ``raw``): output feature ``o`` is complete."""
+    return control_data(ControlOp.CR_OUT if raw else ControlOp.CR, CR_ARG.pack(o=o))
+
+
+# Straps ------------------------------------------------------------------------------------------
+
+def route_straps_layout(n_colors):
+    """The initial routes of a strapped router: a :class:`RouteStrap` per routable color."""
+    return data.ArrayLayout(RouteStrap, n_colors)
+
+
+def route_straps_value(n_colors, routes):
+    """The constant (an ``int``, wider than 64 bits with more than 6 colors) for
+    :func:`route_straps_layout` ``(n_colors)``: ``routes`` maps a color to its ``(rx, tx)``
+    (masks, or anything :meth:`Direction.mask <rtl.wavelet.Direction.mask>` takes); other colors
+    get no route. Encoded by Amaranth's own ``layout.const``, as the hardware reads it."""
+    init = [{"rx": 0, "tx": 0} for _ in range(n_colors)]
+    for color, (rx, tx) in routes.items():
+        color = integer("Route color", color, 0, n_colors - 1)
+        init[color] = {"rx": Direction.mask(rx), "tx": Direction.mask(tx)}
+    return route_straps_layout(n_colors).const(init).as_value().value
+
+
+@cache
+def core_strap_layout(rows):
+    """The straps of a core built with ``straps=True``: its seven colors and its row, inputs
+    instead of elaboration constants, so every core of a mesh is the same module."""
+    fields = {f.name: unsigned(5) for f in dataclasses.fields(CoreColors)}
+    fields["row"] = unsigned(max(1, (rows - 1).bit_length()))
+    return data.StructLayout(fields)
+
+
+@cache
+def core_strap_codec(rows):
+    """The :class:`Codec` of :func:`core_strap_layout` ``(rows)``."""
+    return Codec(core_strap_layout(rows), name="CoreStrap")
+
+
+def core_strap_value(params):
+    """The constant a mesh ties a strapped core's straps to, from ``params``."""
+    if not isinstance(params, CoreParams):
+        raise TypeError(f"params must be a CoreParams, not {params!r}")
+    return int(core_strap_codec(params.rows).pack(**dataclasses.asdict(params.colors),
+                                                  row=params.row))
