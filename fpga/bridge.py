@@ -2,7 +2,9 @@
 
 The host sends 8-byte frames (:mod:`fpga.serial_frames`), each a wavelet for one row's intake
 or a status request; the bridge sends back a frame for every wavelet that leaves an outlet,
-credit frames that pace the host, and a status frame once an exchange is over.
+credit frames that pace the host, and a status frame once an exchange is over. Both checksums
+are ``amaranth.lib.crc`` processors of the frames' CRC (:data:`fpga.serial_frames.CRC`), each
+taking a byte in the cycle the UART hands it over or takes it.
 """
 
 import operator
@@ -14,26 +16,15 @@ from amaranth.lib.wiring import In, Out
 
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
-from wse.fpga.serial_frames import DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op, crc8
+from wse.fpga.serial_frames import CRC, DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op
 from wse.rtl.wavelet import WAVELET_BITS
 
 from .uart import UARTRx, UARTTx, divisor_for
 
-__all__ = ["MeshBridge", "crc8_step"]
+__all__ = ["MeshBridge"]
 
 #: Cycles the mesh must stay idle, with every FIFO empty, before a status reply goes out.
 SETTLE_CYCLES = 2
-
-
-def crc8_step(crc, byte):
-    """The CRC-8 of :func:`fpga.serial_frames.crc8`: ``crc`` continued by ``byte``, as logic.
-
-    The CRC of one byte is linear in ``crc ^ byte``: each output bit is the XOR of the input
-    bits whose unit vectors set it (one level of XORs, the table taken from the codec itself).
-    """
-    value = crc ^ byte
-    return Cat(*(Cat(*(value[i] for i in range(8) if crc8(bytes([1 << i])) >> j & 1)).xor()
-                 for j in range(8)))
 
 
 class MeshBridge(wiring.Component):
@@ -118,7 +109,7 @@ class MeshBridge(wiring.Component):
         # Receive: frames -> row FIFOs ---------------------------------------------------------
         body = Signal(8 * 7)        # command, 5 payload bytes, checksum (first byte lowest)
         got = Signal(range(7))
-        rx_crc = Signal(8)
+        m.submodules.rx_crc = rx_crc = CRC.create()     # over the body; residue 0 if intact
         rx_ferr = Signal()
         bad_frames = Signal(16)
         bad_seen = Signal()
@@ -138,17 +129,18 @@ class MeshBridge(wiring.Component):
                     with m.If(byte.error | (byte.data != SYNC)):
                         m.d.comb += bad.eq(1)
                     with m.Else():
-                        m.d.sync += [got.eq(0), rx_crc.eq(0), rx_ferr.eq(0)]
+                        m.d.comb += rx_crc.start.eq(1)
+                        m.d.sync += [got.eq(0), rx_ferr.eq(0)]
                         m.next = "BODY"
             with m.State("BODY"):
                 with m.If(urx.o.valid):
+                    m.d.comb += [rx_crc.valid.eq(1), rx_crc.data.eq(byte.data)]
                     m.d.sync += [body.eq(Cat(body[8:], byte.data)),
-                                 rx_crc.eq(crc8_step(rx_crc, byte.data)),
                                  rx_ferr.eq(rx_ferr | byte.error), got.eq(got + 1)]
                     with m.If(got == 6):
                         m.next = "CHECK"
             with m.State("CHECK"):
-                intact = (rx_crc == 0) & ~rx_ferr
+                intact = rx_crc.match_detected & ~rx_ferr
                 wavelet = (command[6:8] == Op.WAVELET >> 6) & (row < cfg.rows) \
                     & (payload[WAVELET_BITS:] == 0)
                 status = (command == Op.STATUS) & (payload == 0)
@@ -200,7 +192,7 @@ class MeshBridge(wiring.Component):
         # Transmit: status, credits, outlets -> frames ------------------------------------------
         tx_body = Signal(8 * 8)     # command and payload, sent lowest byte first
         tx_left = Signal(range(9))
-        tx_crc = Signal(8)
+        m.submodules.tx_crc = tx_crc = CRC.create()     # over the body as it goes out
         credit_due = [t >= self.credit for t in taken]
         give = Signal(6)
         giving = Signal()
@@ -233,7 +225,7 @@ class MeshBridge(wiring.Component):
                                  tx_left.eq(6)]
                     m.next = "SYNC"
                 with m.Elif(picking):
-                    for c, (valid, ready, word) in enumerate(outlets):
+                    for c, (_, ready, word) in enumerate(outlets):
                         with m.If(pick == c):
                             m.d.comb += ready.eq(1)
                             m.d.sync += tx_body.eq(Cat(Const(c, 6), Const(0, 2), word))
@@ -242,17 +234,17 @@ class MeshBridge(wiring.Component):
             with m.State("SYNC"):
                 m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(SYNC)]
                 with m.If(utx.i.ready):
-                    m.d.sync += tx_crc.eq(0)
+                    m.d.comb += tx_crc.start.eq(1)
                     m.next = "BODY"
             with m.State("BODY"):
                 m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(tx_body[0:8])]
                 with m.If(utx.i.ready):
-                    m.d.sync += [tx_body.eq(tx_body >> 8), tx_left.eq(tx_left - 1),
-                                 tx_crc.eq(crc8_step(tx_crc, tx_body[0:8]))]
+                    m.d.comb += [tx_crc.valid.eq(1), tx_crc.data.eq(tx_body[0:8])]
+                    m.d.sync += [tx_body.eq(tx_body >> 8), tx_left.eq(tx_left - 1)]
                     with m.If(tx_left == 1):
                         m.next = "CRC"
             with m.State("CRC"):
-                m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(tx_crc)]
+                m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(tx_crc.crc)]
                 with m.If(utx.i.ready):
                     m.next = "IDLE"
 

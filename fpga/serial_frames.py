@@ -1,10 +1,12 @@
 """The serial frames between a host and the mesh bridge (``fpga/bridge.py``), one definition.
 
 Every frame is a sync byte, a command byte, a fixed-length payload and a CRC-8 over the command
-and payload bytes (polynomial ``x^8 + x^2 + x + 1``, ``0x07``, initial value 0, no reflection:
-CRC-8/SMBUS). Multi-byte fields are little-endian. The contract, with the reasons, is
-``docs/bridge.md``; the bridge's RTL takes its constants from here, the host
-(:mod:`runtime.board`) and the testbenches encode and decode with these functions.
+and payload bytes (:data:`CRC`, CRC-8/SMBUS of ``amaranth.lib.crc``'s catalogue: polynomial
+``x^8 + x^2 + x + 1``, ``0x07``, initial value 0, no reflection, no final XOR; the bridge's
+logic is the same entry's hardware processor). Multi-byte fields are little-endian. The
+contract, with the reasons, is ``docs/bridge.md``; the bridge's RTL takes its constants from
+here, the host (:mod:`runtime.board`) and the testbenches encode and decode with these
+functions.
 
 Host to bridge, 8 bytes each: ``0x00 + r`` a wavelet into row ``r`` (payload: the 38-bit packed
 wavelet, bits 39:38 zero); ``0x80`` a status request (payload zero).
@@ -17,15 +19,20 @@ Bridge to host: ``0x00 + c`` a wavelet that left outlet ``c`` (8 bytes, payload 
 import enum
 from dataclasses import dataclass
 
+from amaranth.lib.crc import catalog
+
+from wse.rtl.validate import integer
+
 __all__ = [
-    "SYNC", "CRC_POLY", "MAX_PORTS", "PAYLOAD_BYTES", "HOST_FRAME_BYTES", "DEFAULT_FIFO_DEPTH",
+    "SYNC", "CRC", "MAX_PORTS", "PAYLOAD_BYTES", "HOST_FRAME_BYTES", "DEFAULT_FIFO_DEPTH",
     "Op", "Flag", "FrameError", "Status", "crc8",
     "wavelet_frame", "status_request", "decode_host_frame",
     "outlet_frame", "credit_frame", "status_frame", "reply_length", "ReplyDecoder",
 ]
 
 SYNC = 0xA5
-CRC_POLY = 0x07
+#: The frames' checksum, over bytes: ``CRC.compute(data)`` here, ``CRC.create()`` in the bridge.
+CRC = catalog.CRC8_SMBUS(data_width=8)
 #: Rows (intakes) and columns (outlets) a command byte can address.
 MAX_PORTS = 64
 #: Payload bytes of every host frame, and of outlet and credit replies.
@@ -74,24 +81,14 @@ class Status:
         return bool(self.flags & Flag.OVERFLOW)
 
 
-def crc8(data, crc=0):
-    """CRC-8/SMBUS of ``data`` (bytes), continuing from ``crc``."""
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = ((crc << 1) ^ CRC_POLY) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
-    return crc
+def crc8(data):
+    """The frames' CRC-8 (:data:`CRC`) of ``data`` (bytes)."""
+    return CRC.compute(data)
 
 
 def _frame(command, payload):
     body = bytes([command]) + bytes(payload)
     return bytes([SYNC]) + body + bytes([crc8(body)])
-
-
-def _index(name, value, limit):
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-        raise ValueError(f"{name} must be an integer in 0..{limit - 1}, not {value!r}")
-    return value
 
 
 def _word(word):
@@ -103,7 +100,7 @@ def _word(word):
 
 def wavelet_frame(row, word):
     """The host frame that puts packed wavelet ``word`` into the intake of ``row``."""
-    return _frame(Op.WAVELET | _index("row", row, MAX_PORTS), _word(word))
+    return _frame(Op.WAVELET | integer("row", row, 0, MAX_PORTS - 1), _word(word))
 
 
 def status_request():
@@ -139,20 +136,20 @@ def decode_host_frame(frame, rows):
 
 def outlet_frame(col, word):
     """The bridge's frame for packed wavelet ``word`` leaving outlet ``col``."""
-    return _frame(Op.WAVELET | _index("col", col, MAX_PORTS), _word(word))
+    return _frame(Op.WAVELET | integer("col", col, 0, MAX_PORTS - 1), _word(word))
 
 
 def credit_frame(row, count):
     """The bridge's frame returning ``count`` wavelets of credit for ``row``."""
-    return _frame(Op.CREDIT | _index("row", row, MAX_PORTS),
-                  bytes([_index("count", count, 256)]) + bytes(PAYLOAD_BYTES - 1))
+    return _frame(Op.CREDIT | integer("row", row, 0, MAX_PORTS - 1),
+                  bytes([integer("count", count, 0, 255)]) + bytes(PAYLOAD_BYTES - 1))
 
 
 def status_frame(cycles, flags, bad_frames):
     """The bridge's status reply."""
-    return _frame(Op.STATUS, _index("cycles", cycles, 1 << 32).to_bytes(4, "little")
-                  + bytes([_index("flags", int(flags), 256)])
-                  + _index("bad_frames", bad_frames, 1 << 16).to_bytes(2, "little"))
+    return _frame(Op.STATUS, integer("cycles", cycles, 0, (1 << 32) - 1).to_bytes(4, "little")
+                  + bytes([integer("flags", flags, 0, 255)])
+                  + integer("bad_frames", bad_frames, 0, 0xFFFF).to_bytes(2, "little"))
 
 
 def reply_length(command):

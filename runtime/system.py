@@ -1,25 +1,18 @@
-"""One mesh behind one interface, whatever runs it: the System the host talks to.
+"""The interface to one mesh, whatever runs it: the :class:`System` the host talks to.
 
 The calls follow the shape of Cerebras's ``SdkRuntime``: :meth:`System.memcpy_h2d` and
 :meth:`System.memcpy_d2h` copy a block of words to or from every PE of a rectangle,
 :meth:`System.launch` streams wavelets into the intakes (a compute phase), and
 :meth:`System.gemm` runs a whole ``Y = W @ X``. Every call ends up as one *exchange*: streams
-into the west intakes, whatever comes out of the south outlets, and the cycles it took. Backends
-implement only that:
+into the west intakes, whatever comes out of the south outlets, and the cycles it took
+(:class:`Exchange`). A backend implements only that, as ``_exchange``; the backends are
+:mod:`wse.runtime.golden`, :mod:`wse.runtime.simulator` and :mod:`wse.runtime.board`, and
+:func:`wse.runtime.open_system` (:mod:`wse.runtime.backends`) opens one by name.
 
-- ``golden``: :class:`fabric.mesh_model.MeshModel`, the numpy golden model (no cycles);
-- ``verilator`` / ``icarus``: the RTL under cocotb (:mod:`tb.mesh_server`), one simulator
-  process per System that keeps its state between calls.
-
-Use :func:`open_system` to get one by name, as a context manager.
+This module holds the interface and what it returns (:class:`Exchange`, :class:`GemmResult`,
+:class:`SimulationError`); it imports no backend.
 """
 
-import json
-import os
-import socket
-import tempfile
-import threading
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -27,16 +20,15 @@ import numpy as np
 
 from wse.fabric import pe_model
 from wse.fabric.config import MeshConfig
-from wse.runtime.wire import recv_message, send_message
+from wse.fabric.program import compile_gemm
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
+from wse.rtl.isa import MAX_READ, READ_ARG
 from wse.rtl.wavelet import unpack
 
-__all__ = ["BACKENDS", "System", "GoldenSystem", "CocotbSystem", "SimulationError",
-           "Exchange", "GemmResult", "open_system"]
+__all__ = ["System", "SimulationError", "Exchange", "GemmResult"]
 
-BACKENDS = ("golden", "verilator", "icarus", "board")
 _SYMBOLS = {"X": 0, "Y": Y_BASE, "counters": COUNTER_BASE}
-_MAX_READ = 0xFFF
+_MAX_ADDRESS = (1 << READ_ARG.fields["addr"][1]) - 1     # a READ's or an ADDR's address
 
 
 class SimulationError(RuntimeError):
@@ -56,8 +48,9 @@ class Exchange:
 @dataclass
 class GemmResult:
     """One GEMM: ``y`` (requantised, or int32 totals with ``raw``), the cycles of the compute
-    phase, of loading ``X`` and of reading ``Y``, and each tile's counters for the compute phase
-    (``{name: array (rows, cols)}``)."""
+    phase, of loading ``X`` and of reading ``Y`` (``None`` where the backend counts no cycles),
+    and each tile's counters for the compute phase (``{name: array (rows, cols)}``; empty when
+    none were read)."""
     y: np.ndarray
     cycles: int | None
     load_cycles: int | None
@@ -97,8 +90,8 @@ class System(ABC):
         self.total_cycles += result.cycles or 0
         return result
 
-    def close(self):
-        """Release the backend (a simulator process)."""
+    def close(self):  # noqa: B027 (a hook: the golden model holds nothing to release)
+        """Release the backend (a simulator process, a serial port)."""
 
     def __enter__(self):
         return self
@@ -126,8 +119,8 @@ class System(ABC):
                                  f"not {symbol!r}")
             return _SYMBOLS[symbol]
         address = int(symbol)
-        if not 0 <= address <= 0xFFFF:
-            raise ValueError(f"address must be in 0..0xFFFF, not {symbol!r}")
+        if not 0 <= address <= _MAX_ADDRESS:
+            raise ValueError(f"address must be in 0..{_MAX_ADDRESS:#x}, not {symbol!r}")
         return address
 
     def memcpy_h2d(self, dest, src, px, py, w, h, elem_per_pe=None):
@@ -163,9 +156,9 @@ class System(ABC):
         streams = {}
         for r, c in tiles:
             core = self.config.core(r, c)
-            for start in range(0, elem_per_pe, _MAX_READ):
+            for start in range(0, elem_per_pe, MAX_READ):
                 streams.setdefault(r, []).append(pe_model.read(
-                    core, address + start, min(_MAX_READ, elem_per_pe - start)))
+                    core, address + start, min(MAX_READ, elem_per_pe - start)))
         result = self.exchange(streams)
         self._last_read_cycles = result.cycles
         words = self.replies(result.outlets)
@@ -205,179 +198,53 @@ class System(ABC):
         :class:`Exchange` (raw results come back in its outlets)."""
         return self.exchange(streams)
 
-    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False):
+    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
+             counters=True):
         """``Y = W @ X`` on this mesh (``docs/mesh.md``): load ``X``, stream ``W``'s nonzeros,
-        read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`."""
-        from wse.fabric.program import compile_gemm
+        read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`.
 
+        With ``counters`` the compute phase's counters are read before and after it (two more
+        READ exchanges); without, ``counters`` of the result is empty and ``error`` and
+        ``overflow`` are the mesh's sticky flags (what training, which calls this often,
+        needs)."""
         X = np.asarray(X)
         program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
                                raw=raw, zeros=zeros)
         load = self.exchange(program.load_streams(X))
-        before = self.counters()
+        before = self.counters() if counters else None
         compute = self.launch(program.streams)
-        after = self.counters()
-        # ``after`` also counts the READ that took ``before`` (a READ's counters are its start)
-        read = {"busy_cycles": 1 + 2 * len(COUNTERS), "wavelets_in": 1,
-                "wavelets_out": len(COUNTERS)}
-        counters = {name: after[name] - before[name] - read.get(name, 0) for name in COUNTERS
-                    if name not in ("errors", "overflow")}
-        counters.update({name: after[name] for name in ("errors", "overflow")})
+        error, overflow = compute.error, compute.overflow
+        figures = {}
+        if counters:
+            after = self.counters()
+            # ``after`` also counts the READ that took ``before`` (a READ's counters are its
+            # start)
+            read = {"busy_cycles": 1 + 2 * len(COUNTERS), "wavelets_in": 1,
+                    "wavelets_out": len(COUNTERS)}
+            figures = {name: after[name] - before[name] - read.get(name, 0) for name in COUNTERS
+                       if name not in ("errors", "overflow")}
+            figures.update({name: after[name] for name in ("errors", "overflow")})
+            error |= bool(figures["errors"].any())
+            overflow |= bool(figures["overflow"].any())
         if raw:
             y, read_cycles = program.decode_raw(compute.outlets), 0
         else:
             read = self.exchange(program.read_streams())
             y, read_cycles = program.decode_y(program.read_blocks(read.outlets)), read.cycles
         return GemmResult(y=y, cycles=compute.cycles, load_cycles=load.cycles,
-                          read_cycles=read_cycles, counters=counters,
-                          error=bool(counters["errors"].any()) or compute.error,
-                          overflow=bool(counters["overflow"].any()) or compute.overflow,
-                          program=program)
+                          read_cycles=read_cycles, counters=figures, error=error,
+                          overflow=overflow, program=program)
 
 
-class GoldenSystem(System):
-    """The numpy golden model of the mesh (:class:`fabric.mesh_model.MeshModel`).
-
-    With ``fast``, :meth:`gemm` skips the wavelets and computes the result with
-    :func:`fabric.mesh_model.gemm_reference` (bit-identical, thousands of times faster; what
-    training uses). It then keeps no memory state and gives no counters; ``overflow`` flags a
-    requantisation that saturated or a total at the accumulator's limits.
-    """
-
-    backend = "golden"
-
-    def __init__(self, config=None, *, fast=False):
-        super().__init__(config)
-        from wse.fabric.mesh_model import MeshModel
-        self.model = MeshModel(self.config)
-        self.fast = bool(fast)
-
-    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False):
-        if not self.fast:
-            return super().gemm(W, X, raw=raw, balance=balance, out_placement=out_placement,
-                                zeros=zeros)
-        from wse.fabric import numerics
-        from wse.fabric.mesh_model import gemm_reference
-        from wse.fabric.program import compile_gemm
-
-        fmt = self.config.fmt
-        program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
-                               raw=raw, zeros=zeros)
-        Y, totals = gemm_reference(self.config, program, program.X)
-        _, saturated = numerics.requantise(fmt, totals)
-        overflow = bool(saturated.any() or (totals <= fmt.acc_min).any()
-                        or (totals >= fmt.acc_max).any())
-        return GemmResult(y=totals if raw else Y, cycles=None, load_cycles=None,
-                          read_cycles=None, overflow=overflow, program=program)
-
-    def _exchange(self, streams):
-        outlets = self.model.exchange(streams)
-        return Exchange(outlets=outlets, cycles=None, error=bool(self.model.error),
-                        overflow=bool(self.model.overflow))
+# Transitional: ``from wse.runtime.system import open_system`` (and GoldenSystem, CocotbSystem,
+# BACKENDS) worked when the backends lived here; importers outside runtime/ move to
+# ``from wse.runtime import ...``, then this goes. Looked up in the package, never imported from
+# this module at load time, so no import circle.
+_MOVED = {"open_system", "BACKENDS", "GoldenSystem", "CocotbSystem"}
 
 
-class CocotbSystem(System):
-    """The RTL of the mesh in a simulator under cocotb (``sim`` ``"verilator"`` or
-    ``"icarus"``), one simulator process that keeps its state from call to call.
-
-    ``timeout`` bounds the whole session in wall-clock seconds; ``watchdog`` is the simulated
-    cycles without movement after which the testbench declares the mesh stuck.
-    """
-
-    def __init__(self, config=None, *, sim="verilator", waves=False, timeout=6 * 3600,
-                 watchdog=5000, connect_timeout=1800):
-        super().__init__(config)
-        from wse.fabric.mesh import AxiStreamMesh
-
-        from wse.sim.cocotb_run import build_once, run
-
-        self.backend = sim
-        cfg = self.config
-        key = json.dumps(cfg.to_dict(), sort_keys=True)
-        top = f"wse_mesh_{cfg.rows}x{cfg.cols}"
-        self.built = build_once(lambda: AxiStreamMesh(cfg), key=key, top=top, sim=sim,
-                                waves=waves, ports_only=True)
-        self._dir = tempfile.mkdtemp(prefix="wse-")
-        path = os.path.join(self._dir, "mesh.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)
-        listener.settimeout(1.0)
-        self.result = None
-        params = {"config": cfg.to_dict(), "socket": path, "watchdog": watchdog}
-        name = f"serve-{os.getpid()}-{id(self):x}"
-
-        def target():
-            self.result = run(self.built, module="wse.tb.mesh_server", params=params, name=name,
-                              timeout=timeout)
-
-        self._thread = threading.Thread(target=target, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + connect_timeout
-        self._sock = None
-        try:
-            while self._sock is None:
-                try:
-                    self._sock, _ = listener.accept()
-                except TimeoutError:
-                    if not self._thread.is_alive():
-                        raise SimulationError(f"the {sim} simulation ended before it connected:"
-                                              f" {self._failure()}") from None
-                    if time.monotonic() > deadline:
-                        raise SimulationError(f"the {sim} simulation did not connect within "
-                                              f"{connect_timeout} s") from None
-        finally:
-            listener.close()
-        self._sock.settimeout(None)
-
-    def _failure(self):
-        if self.result is None:
-            return "no result"
-        messages = "; ".join(f"{k}: {v}" for k, v in self.result.failures.items())
-        return f"{messages or 'failed'} (log: {self.result.test_dir / 'sim.log'})"
-
-    def _exchange(self, streams):
-        if self._sock is None:
-            raise SimulationError("this System is closed")
-        try:
-            send_message(self._sock, {"op": "exchange", "streams": {
-                f"s_axis_w{r}": words for r, words in streams.items()}})
-            reply = recv_message(self._sock)
-        except OSError as e:
-            raise SimulationError(f"lost the {self.backend} simulation: {e}") from e
-        if reply is None:
-            self._thread.join(timeout=60)
-            raise SimulationError(f"the {self.backend} simulation ended: {self._failure()}")
-        if not reply["ok"]:
-            self.close(check=False)
-            raise SimulationError(reply["message"])
-        outlets = {int(name[len("m_axis_s"):]): words for name, words in reply["received"].items()
-                   if name.startswith("m_axis_s")}
-        return Exchange(outlets=outlets, cycles=reply["cycles"], error=bool(reply["error"]),
-                        overflow=bool(reply["overflow"]))
-
-    def close(self, check=True):
-        """End the simulation; with ``check``, a failed testbench raises
-        :class:`SimulationError`."""
-        if self._sock is not None:
-            try:
-                send_message(self._sock, {"op": "quit"})
-            except OSError:
-                pass
-            self._sock.close()
-            self._sock = None
-            self._thread.join()
-            if check and (self.result is None or not self.result.passed):
-                raise SimulationError(f"the {self.backend} testbench failed: {self._failure()}")
-
-
-def open_system(backend="golden", config=None, **kwargs):
-    """A :class:`System` of ``backend`` (one of :data:`BACKENDS`)."""
-    if backend == "golden":
-        return GoldenSystem(config, **kwargs)
-    if backend in ("verilator", "icarus"):
-        return CocotbSystem(config, sim=backend, **kwargs)
-    if backend == "board":      # runtime/board.py: a bridge on a serial port (``port=`` required)
-        from .board import BoardSystem
-        return BoardSystem(config, **kwargs)
-    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+def __getattr__(name):
+    if name in _MOVED:
+        import sys
+        return getattr(sys.modules["wse.runtime"], name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

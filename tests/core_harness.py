@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 from wse.fabric import pe_model
 from wse.rtl.core import Core
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS
-from wse.rtl.wavelet import WAVELET, ControlOp
+from wse.rtl.isa import CONTROL, CR_ARG, READ_ARG, WAVELET, ControlOp
 
 
 def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True, **core_kwargs):
@@ -64,9 +64,11 @@ def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: Tr
         data = int(fields["data"])
         if not int(fields["ctrl"]):
             return 0
-        if data >> 28 == ControlOp.READ.value:
-            return data >> 16 & 0xFFF
-        if data >> 28 == ControlOp.CR_OUT.value and (data & 0xFFFFFFF) % params.rows == params.row:
+        control = CONTROL.unpack(data)
+        op, arg = int(control["op"]), int(control["arg"])
+        if op == ControlOp.READ.value:
+            return int(READ_ARG.unpack(arg)["len"])
+        if op == ControlOp.CR_OUT.value and int(CR_ARG.unpack(arg)["o"]) % params.rows == params.row:
             return params.n_tok
         return 0
 

@@ -20,12 +20,11 @@ import pytest
 from amaranth.sim import Simulator
 
 from wse.fabric import pe_model
-from wse.fpga import serial_frames as sf
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh_model import MeshModel
-from wse.fpga.bridge import MeshBridge, crc8_step
-from wse.runtime.board import BoardError, BoardSystem
-from wse.runtime.system import BACKENDS, GoldenSystem, open_system
+from wse.fpga import serial_frames as sf
+from wse.fpga.bridge import MeshBridge
+from wse.runtime import BACKENDS, BoardError, BoardSystem, GoldenSystem, open_system
 from wse.tb.uart_sim import receive_bytes, send_bytes
 
 from .test_mesh_cocotb import check_gemm, random_gemm
@@ -33,8 +32,27 @@ from .test_mesh_cocotb import check_gemm, random_gemm
 # --- the frame codec ---------------------------------------------------------------------------
 
 
+def _reference_crc8(data):
+    """CRC-8, polynomial 0x07, initial 0, MSB first, no final XOR: what the frames always used."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x07) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+    return crc
+
+
 def test_crc8_is_crc8_smbus():
+    algorithm = sf.CRC.algorithm
+    assert (algorithm.crc_width, algorithm.polynomial, algorithm.initial_crc,
+            algorithm.reflect_input, algorithm.reflect_output, algorithm.xor_output) \
+        == (8, 0x07, 0x00, False, False, 0x00)
+    assert sf.CRC.data_width == 8 and sf.CRC.residue() == 0
     assert sf.crc8(b"123456789") == 0xF4          # the catalogue's check value
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 2, 7, 64):
+        data = rng.integers(0, 256, n).astype(np.uint8).tobytes()
+        assert sf.crc8(data) == _reference_crc8(data), data
     frame = sf.wavelet_frame(3, 0x3F_1234_5678)
     assert frame == bytes([0xA5, 0x03, 0x78, 0x56, 0x34, 0x12, 0x3F, sf.crc8(frame[1:7])])
     assert sf.crc8(frame[1:]) == 0
@@ -94,25 +112,35 @@ def test_replies_decode_across_chunk_boundaries_and_a_bad_checksum_is_caught():
         sf.ReplyDecoder().feed(b"\x00")
 
 
-def test_crc8_logic_equals_the_codec():
-    import random
+def test_crc_processor_equals_the_codec_and_checks_frames():
+    """The bridge's CRC logic (``sf.CRC.create()``, a byte a cycle): its ``crc`` after each
+    byte equals :func:`sf.crc8` of the bytes so far, and ``match_detected`` holds exactly
+    after a frame body whose checksum is right."""
+    from amaranth.hdl import Module
 
-    from amaranth.hdl import Module, Signal
-
-    crc, byte, out = Signal(8), Signal(8), Signal(8)
     m = Module()
-    m.d.comb += out.eq(crc8_step(crc, byte))
-    rng = random.Random(8)
-    cases = [(0, 0), (0xFF, 0xFF), (0, 0xA5), *((rng.randrange(256), rng.randrange(256))
-                                                  for _ in range(100))]
+    m.submodules.crc = crc = sf.CRC.create()
+    good = sf.wavelet_frame(5, 0x15_0BAD_CAFE)[1:]
+    bad = bytearray(good)
+    bad[2] ^= 0x40
+    rng = np.random.default_rng(9)
+    cases = [good, bytes(bad), rng.integers(0, 256, 20).astype(np.uint8).tobytes()]
 
     async def check(ctx):
-        for c, b in cases:
-            ctx.set(crc, c)
-            ctx.set(byte, b)
-            assert ctx.get(out) == sf.crc8(bytes([b]), c), (c, b)
+        for data in cases:
+            ctx.set(crc.start, 1)
+            await ctx.tick()
+            ctx.set(crc.start, 0)
+            for i, byte in enumerate(data):
+                ctx.set(crc.valid, 1)
+                ctx.set(crc.data, byte)
+                await ctx.tick()
+                assert ctx.get(crc.crc) == sf.crc8(data[:i + 1]), (data, i)
+            ctx.set(crc.valid, 0)
+            assert ctx.get(crc.match_detected) == (sf.crc8(data) == 0), data
 
     sim = Simulator(m)
+    sim.add_clock(1e-6)
     sim.add_testbench(check)
     sim.run()
 

@@ -1,0 +1,47 @@
+"""The ``golden`` backend: the numpy golden model of the mesh behind the
+:class:`~wse.runtime.system.System` interface (no cycles)."""
+
+from wse.fabric import numerics
+from wse.fabric.mesh_model import MeshModel, gemm_reference
+from wse.fabric.program import compile_gemm
+
+from .system import Exchange, GemmResult, System
+
+__all__ = ["GoldenSystem"]
+
+
+class GoldenSystem(System):
+    """The numpy golden model of the mesh (:class:`fabric.mesh_model.MeshModel`).
+
+    With ``fast``, :meth:`gemm` skips the wavelets and computes the result with
+    :func:`fabric.mesh_model.gemm_reference` (bit-identical, thousands of times faster; what
+    training uses). It then keeps no memory state and gives no counters; ``overflow`` flags a
+    requantisation that saturated or a total at the accumulator's limits.
+    """
+
+    backend = "golden"
+
+    def __init__(self, config=None, *, fast=False):
+        super().__init__(config)
+        self.model = MeshModel(self.config)
+        self.fast = bool(fast)
+
+    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
+             counters=True):
+        if not self.fast:
+            return super().gemm(W, X, raw=raw, balance=balance, out_placement=out_placement,
+                                zeros=zeros, counters=counters)
+        fmt = self.config.fmt
+        program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
+                               raw=raw, zeros=zeros)
+        Y, totals = gemm_reference(self.config, program, program.X)
+        _, saturated = numerics.requantise(fmt, totals)
+        overflow = bool(saturated.any() or (totals <= fmt.acc_min).any()
+                        or (totals >= fmt.acc_max).any())
+        return GemmResult(y=totals if raw else Y, cycles=None, load_cycles=None,
+                          read_cycles=None, overflow=overflow, program=program)
+
+    def _exchange(self, streams):
+        outlets = self.model.exchange(streams)
+        return Exchange(outlets=outlets, cycles=None, error=bool(self.model.error),
+                        overflow=bool(self.model.overflow))

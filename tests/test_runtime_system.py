@@ -1,0 +1,77 @@
+"""The runtime package (:mod:`runtime`): the backend registry and :func:`open_system`, and
+:meth:`System.gemm` with and without counters on the golden model (the simulators' run is in
+``tests/test_mesh_cocotb.py``)."""
+
+import numpy as np
+import pytest
+
+from wse import runtime
+from wse.fabric.config import MeshConfig
+from wse.rtl.core_params import COUNTERS
+from wse.runtime import BACKENDS, REGISTRY, SIMULATED, SIMULATORS, GoldenSystem, open_system
+
+CONFIG = MeshConfig(2, 3, n_feat=8, n_tok=4, n_out=8)
+
+
+def test_the_registry_names_every_backend_once():
+    assert BACKENDS == tuple(REGISTRY) == ("golden", "verilator", "icarus", "board")
+    assert SIMULATORS == ("verilator", "icarus")
+    assert SIMULATED == ("golden", "verilator", "icarus")
+    assert REGISTRY["golden"] is GoldenSystem and REGISTRY["board"] is runtime.BoardSystem
+    with pytest.raises(TypeError):
+        REGISTRY["fake"] = GoldenSystem         # read-only: backends are added in backends.py
+    system = open_system("golden", CONFIG, fast=True)
+    assert isinstance(system, GoldenSystem) and system.fast and system.config is CONFIG
+    for backend in ("questa", None, ["golden"]):
+        with pytest.raises(ValueError, match=rf"^backend must be one of golden, verilator, "
+                                             rf"icarus, board, not {backend!r}".replace("[", r"\[")
+                           .replace("]", r"\]")):
+            open_system(backend, CONFIG)
+    with pytest.raises(ValueError, match=r"^sim must be one of verilator, icarus, not 'x'$"):
+        runtime.CocotbSystem(CONFIG, sim="x")
+    with pytest.raises(TypeError, match="multiple values for keyword argument 'sim'"):
+        open_system("verilator", CONFIG, sim="icarus")
+
+
+def test_the_old_import_path_still_finds_the_moved_names():
+    from wse.runtime import system
+
+    for name in ("open_system", "BACKENDS", "GoldenSystem", "CocotbSystem"):
+        assert getattr(system, name) is getattr(runtime, name)
+    with pytest.raises(AttributeError):
+        system.BoardSystem          # noqa: B018 (never lived there)
+
+
+class Counting(GoldenSystem):
+    """The golden System, counting its exchanges."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.exchanges = 0
+
+    def _exchange(self, streams):
+        self.exchanges += 1
+        return super()._exchange(streams)
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_gemm_without_counters_skips_their_reads_and_gives_the_same_result(raw):
+    rng = np.random.default_rng(4)
+    W = rng.integers(-300, 300, (8, 12))
+    W[rng.random(W.shape) < 0.5] = 0
+    X = rng.integers(-300, 300, (12, 4))
+    with_counters, without = Counting(CONFIG), Counting(CONFIG)
+    want = with_counters.gemm(W, X, raw=raw)
+    got = without.gemm(W, X, raw=raw, counters=False)
+    np.testing.assert_array_equal(got.y, want.y)
+    assert set(want.counters) == set(COUNTERS) and got.counters == {}
+    assert (got.error, got.overflow) == (want.error, want.overflow) == (False, False)
+    assert without.exchanges == with_counters.exchanges - 2     # the two counter READs
+    fast = GoldenSystem(CONFIG, fast=True).gemm(W, X, raw=raw, counters=False)
+    np.testing.assert_array_equal(fast.y, want.y)
+
+
+def test_gemm_without_counters_still_flags_overflow():
+    W = np.full((4, 8), 32767)
+    X = np.full((8, 4), 32767)
+    assert GoldenSystem(CONFIG).gemm(W, X, counters=False).overflow
