@@ -18,7 +18,7 @@ from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles
 from wse.fabric.mesh_model import gemm_reference
 from wse.rtl.validate import count, number
-from wse.runtime.system import open_system
+from wse.runtime import open_system
 
 __all__ = [
     "SCALE",

@@ -234,17 +234,3 @@ class System(ABC):
         return GemmResult(y=y, cycles=compute.cycles, load_cycles=load.cycles,
                           read_cycles=read_cycles, counters=figures, error=error,
                           overflow=overflow, program=program)
-
-
-# Transitional: ``from wse.runtime.system import open_system`` (and GoldenSystem, CocotbSystem,
-# BACKENDS) worked when the backends lived here; importers outside runtime/ move to
-# ``from wse.runtime import ...``, then this goes. Looked up in the package, never imported from
-# this module at load time, so no import circle.
-_MOVED = {"open_system", "BACKENDS", "GoldenSystem", "CocotbSystem"}
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        import sys
-        return getattr(sys.modules["wse.runtime"], name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from wse.host.cli import main
 #: What the choice options offer: each must be the registry the code dispatches on.
 #: (command path, option, module, registry)
 REGISTRIES = [
-    (["gemm"], "--backend", "wse.runtime.system", "BACKENDS"),
+    (["gemm"], "--backend", "wse.runtime.backends", "BACKENDS"),
     (["gemm"], "--board", "wse.fpga.boards", "BOARDS"),
     (["build"], "--board", "wse.fpga.boards", "BOARDS"),
     (["train"], "--swarm", "wse.host.swarmx", "TRANSPORTS"),
@@ -54,7 +54,7 @@ def tripwires(monkeypatch):
     def tripwire(*args, **kwargs):
         raise AssertionError("long work started before the input was checked")
 
-    monkeypatch.setattr("wse.runtime.system.open_system", tripwire)
+    monkeypatch.setattr("wse.runtime.open_system", tripwire)
     monkeypatch.setattr("wse.host.train.Trainer", tripwire)
     monkeypatch.setattr("wse.bench.gemm.sweep_gemm", tripwire)
     monkeypatch.setattr("wse.fpga.build.build", tripwire)

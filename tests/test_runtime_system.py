@@ -33,15 +33,6 @@ def test_the_registry_names_every_backend_once():
         open_system("verilator", CONFIG, sim="icarus")
 
 
-def test_the_old_import_path_still_finds_the_moved_names():
-    from wse.runtime import system
-
-    for name in ("open_system", "BACKENDS", "GoldenSystem", "CocotbSystem"):
-        assert getattr(system, name) is getattr(runtime, name)
-    with pytest.raises(AttributeError):
-        system.BoardSystem          # noqa: B018 (never lived there)
-
-
 class Counting(GoldenSystem):
     """The golden System, counting its exchanges."""
 

@@ -8,7 +8,7 @@ from wse.fabric import numerics
 from wse.fabric.config import MeshConfig
 from wse.fabric.gradient import gradient_reference
 from wse.fabric.tiling import combine, plan_tiles, run_tiled
-from wse.runtime.system import GoldenSystem
+from wse.runtime import GoldenSystem
 
 SMALL = MeshConfig(2, 2, n_feat=4, n_tok=2, n_out=4)
 
@@ -85,3 +85,51 @@ def test_gradient_totals_split_over_tokens_add_up_exactly():
     parts = [gradient_reference(fmt, rows, cols, dY[:, s], X[:, s])[0]
              for s in (slice(0, 3), slice(3, 7), slice(7, 10))]
     assert beyond > 0 and np.array_equal(sum(parts), whole)
+
+
+# -- compressed rows ------------------------------------------------------------------------------
+
+def _sparse_matrix(rng, shape, density=0.4):
+    W = rng.integers(-300, 300, shape)
+    W[rng.random(shape) > density] = 0
+    return W
+
+
+def test_sparse_rows_cut_blocks_and_transpose_without_a_dense_matrix():
+    from wse.fabric.tiling import SparseRows
+
+    rng = np.random.default_rng(11)
+    W = _sparse_matrix(rng, (9, 13))
+    rows = SparseRows.from_dense(W)
+    assert np.array_equal(rows.dense(), W)
+    assert np.array_equal(rows.transpose().dense(), W.T)
+    for r, c in [(slice(0, 9), slice(0, 13)), (slice(2, 7), slice(4, 11)), (slice(8, 9),
+                                                                            slice(0, 1))]:
+        block = rows.block(r, c)
+        assert np.array_equal(block.dense(), W[r, c]) and block.shape == W[r, c].shape
+    with_zeros = SparseRows((2, 3), np.array([0, 2, 3]), np.array([0, 2, 1]),
+                            np.array([5, 0, -1]))
+    assert np.array_equal(with_zeros.nonzero().indices, [0, 1])
+    assert np.array_equal(with_zeros.nonzero().dense(), with_zeros.dense())
+
+
+@pytest.mark.parametrize("shape", [(9, 8, 5), (7, 20, 6)])
+def test_tiled_compressed_rows_are_the_tiled_dense_matrix(shape):
+    from wse.fabric.tiling import SparseRows
+
+    n_out, n_in, tokens = shape
+    rng = np.random.default_rng(sum(shape))
+    W = _sparse_matrix(rng, (n_out, n_in))
+    X = rng.integers(-300, 300, (n_in, tokens))
+    system = GoldenSystem(SMALL, fast=True)
+    seen = []
+
+    def sparse_block(Wb, Xb, raw):
+        assert isinstance(Wb, SparseRows)
+        seen.append(Wb.shape)
+        return system.gemm(Wb.dense(), Xb, raw=raw)
+
+    dense = run_tiled(SMALL, W, X, lambda Wb, Xb, raw: system.gemm(Wb, Xb, raw=raw))
+    sparse = run_tiled(SMALL, SparseRows.from_dense(W), X, sparse_block)
+    assert np.array_equal(sparse.y, dense.y) and sparse.overflow == dense.overflow
+    assert len(seen) == plan_tiles(SMALL, n_out, n_in, tokens).blocks

@@ -74,7 +74,7 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     from wse.fabric.config import gemm_config
     from wse.fabric.program import compile_gemm
     from wse.rtl.core_params import COUNTERS
-    from wse.runtime.system import SimulationError, open_system
+    from wse.runtime import SimulationError, open_system
 
     W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
     if W.shape[1] != X.shape[0]:

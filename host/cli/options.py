@@ -43,7 +43,7 @@ def _simulators():
 
 
 def _backends():
-    from wse.runtime.system import BACKENDS
+    from wse.runtime.backends import BACKENDS
     return BACKENDS
 
 
@@ -54,7 +54,7 @@ def _boards():
 
 #: ``--sim``: the simulators cocotb runs (:data:`wse.sim.cocotb_run.SIMULATORS`).
 SIMULATORS = RegistryChoice(_simulators)
-#: ``wse gemm --backend``: every backend of :func:`wse.runtime.system.open_system`.
+#: ``wse gemm --backend``: every backend of :func:`wse.runtime.open_system`.
 BACKENDS = RegistryChoice(_backends)
 #: ``--backend`` of the commands without a serial port: the model and the simulators.
 MODEL_BACKENDS = RegistryChoice(_backends, exclude=[BOARD_BACKEND])
