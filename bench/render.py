@@ -1,0 +1,360 @@
+"""Fill the measured figures in README.md and docs/results.md from ``bench/results/*.json``.
+
+    python -m wse.bench.render [--check] [--root DIR]
+
+(`make render`; `make results` runs the benchmarks first.)
+
+No figure in those documents is typed by hand: each sits between markers that name it, and this
+module rewrites what is between them from the committed JSON that the benchmarks wrote.
+
+- ``<!-- fig:NAME -->9.2<!-- /fig -->``: one figure, on one line. ``NAME`` is a key of
+  :data:`FIGURES`, which says which JSON file it comes from, how it is derived and how it is
+  formatted.
+- ``<!-- results:begin NAME -->`` ... ``<!-- results:end -->``, each marker on a line of its own:
+  a generated block, a key of :data:`BLOCKS` (tables) or ``json:FILE`` (the whole of
+  ``bench/results/FILE.json`` as a fenced JSON block).
+
+An unknown name, a missing JSON file or a missing key fails with :class:`RenderError`, naming the
+command that writes the file. ``tests/test_results.py`` renders the committed JSON and requires
+the documents to come out unchanged, so a figure edited by hand fails CI.
+"""
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+
+__all__ = ["BLOCKS", "BLOCK_FIGURES", "DOCUMENTS", "FIGURES", "SOURCES", "RenderError", "Results",
+           "format_figure", "main", "render", "render_files"]
+
+#: The documents whose figures are generated, relative to the repository's root.
+DOCUMENTS = ("README.md", "docs/results.md")
+
+#: Every JSON file in ``bench/results/`` and the command that writes it (`make results`).
+SOURCES = {
+    "router": "wse bench router --json",
+    "pe": "wse bench pe --json",
+    "router_queues": "python -m wse.bench.router_queues --json",
+    "gemm_sweep": "wse bench gemm --sweep",
+    "train": "wse train --out DIR (DIR/report.json)",
+    "train_steps3": "wse train --steps 3 --json",
+    "train_rtl": "wse train --backend verilator --steps 3 --check-golden --json",
+    "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
+}
+
+
+class RenderError(ValueError):
+    """A marker names no known figure, or its JSON source is missing or lacks the figure."""
+
+
+class Results:
+    """The JSON files of one ``bench/results`` folder, each read once, on first use:
+    ``results["gemm_sweep"]``."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self._loaded = {}
+
+    def __getitem__(self, name):
+        if name not in self._loaded:
+            if name not in SOURCES:
+                raise RenderError(f"no JSON source named {name!r}; known: {', '.join(SOURCES)}")
+            path = self.directory / f"{name}.json"
+            try:
+                self._loaded[name] = json.loads(path.read_text())
+            except FileNotFoundError:
+                raise RenderError(f"{path} is missing: `make results` writes it "
+                                  f"({SOURCES[name]})") from None
+        return self._loaded[name]
+
+
+# -- the figures --------------------------------------------------------------------------------
+
+def _gemm_point(r, sparsity):
+    for point in r["gemm_sweep"]:
+        if point["sparsity"] == sparsity:
+            return point
+    raise RenderError(f"gemm_sweep.json has no point at sparsity {sparsity}")
+
+
+def _model_error(r):
+    """The cycle model's largest relative error over the sweep."""
+    return max(abs(p["model_cycles"] - p["cycles"]) / p["cycles"] for p in r["gemm_sweep"])
+
+
+def _late_steps(r, key):
+    """Mean of ``key`` per step over the last quarter of the training run (pruning done)."""
+    history = r["train"]["history"]
+    late = history[len(history) * 3 // 4:]
+    return sum(step[key] for step in late) / len(late)
+
+
+def _late_range(r):
+    history = r["train"]["history"]
+    return f"{history[len(history) * 3 // 4]['step']}-{history[-1]['step']}"
+
+
+def _mb(n):
+    return f"{n / 1e6:.1f} MB"
+
+
+def _g(value):
+    """A sparsity or a ratio as the table writes it: 0.9, 0.25, 10, 6.7."""
+    return f"{value:.3g}" if value < 10 else f"{value:.0f}"
+
+
+#: ``name: (function of the Results, format)``; the format is a ``str.format`` template or a
+#: callable. Grouped by the command whose JSON they read.
+FIGURES = {
+    # wse bench router
+    "router.simulator": (lambda r: r["router"]["simulator"].capitalize(), "{}"),
+    "router.seed": (lambda r: r["router"]["seed"], "{}"),
+    "router.throughput_per_port": (lambda r: r["router"]["throughput_per_port"], "{:g}"),
+    "router.hop_latency_cycles": (lambda r: r["router"]["hop_latency_cycles"], "{}"),
+    "router.fuzz_cycles": (lambda r: r["router"]["fuzz_cycles"], "{:,}"),
+    "router.fuzz_wavelets": (lambda r: r["router"]["fuzz_wavelets"], "{:,}"),
+    # wse bench pe
+    "pe.simulator": (lambda r: r["pe"]["simulator"].capitalize(), "{}"),
+    "pe.seed": (lambda r: r["pe"]["seed"], "{}"),
+    "pe.lanes": (lambda r: r["pe"]["lanes"], "{}"),
+    "pe.n_tok": (lambda r: r["pe"]["n_tok"], "{}"),
+    "pe.weights_per_point": (lambda r: r["pe"]["weights_per_point"], "{}"),
+    "pe.overhead_at_005": (lambda r: r["pe"]["fixed_overhead_cycles"]["0.05"], "{:g}"),
+    "pe.random.cycles": (lambda r: r["pe"]["random_placement"]["cycles_per_weight"], "{:.2f}"),
+    "pe.random.ideal": (lambda r: r["pe"]["random_placement"]["ideal_cycles_per_weight"],
+                        "{:g}"),
+    "pe.random.model": (lambda r: r["pe"]["random_placement"]["model_cycles_per_weight"],
+                        "{:.2f}"),
+    "pe.cr_overhead_cycles": (lambda r: r["pe"]["cr_overhead_cycles"], "{:g}"),
+    "pe.psum_engine_cycles_per_output": (lambda r: r["pe"]["psum_engine_cycles_per_output"],
+                                         "{:g}"),
+    # python -m wse.bench.router_queues
+    "router_queues.count": (lambda r: r["router_queues"]["count"], "{}"),
+    "router_queues.simulator": (lambda r: r["router_queues"]["simulator"].capitalize(), "{}"),
+    "router_queues.seed": (lambda r: r["router_queues"]["seed"], "{}"),
+    # wse bench gemm --sweep
+    "gemm.simulator": (lambda r: r["gemm_sweep"][0]["backend"].capitalize(), "{}"),
+    "gemm.mesh": (lambda r: r["gemm_sweep"][0]["mesh"], "{}"),
+    "gemm.shape": (lambda r: r["gemm_sweep"][0]["shape"], "{}"),
+    "gemm.dense_cycles": (lambda r: r["gemm_sweep"][0]["dense_cycles"], "{}"),
+    "gemm.s90.cycles": (lambda r: _gemm_point(r, .9)["cycles"], "{}"),
+    "gemm.s90.speedup": (lambda r: _gemm_point(r, .9)["speedup_vs_dense"], "{:.1f}x"),
+    "gemm.s90.speedup2": (lambda r: _gemm_point(r, .9)["speedup_vs_dense"], "{:.2f}"),
+    "gemm.s90.ideal": (lambda r: _gemm_point(r, .9)["ideal_speedup"], "{:.0f}x"),
+    "gemm.s90.utilisation": (lambda r: _gemm_point(r, .9)["utilisation"], "{:.2f}"),
+    "gemm.s90.utilisation3": (lambda r: _gemm_point(r, .9)["utilisation"], "{:.3f}"),
+    "gemm.s90.zeros_speedup": (lambda r: _gemm_point(r, .9)["dense_cycles"]
+                               / _gemm_point(r, .9)["zeros_streamed_cycles"], "{:.1f}x"),
+    "gemm.s90.limits": (lambda r: _gemm_point(r, .9)["limits"], "{}"),
+    "gemm.s99.speedup": (lambda r: _gemm_point(r, .99)["speedup_vs_dense"], "{:.0f}x"),
+    "gemm.s99.cycles": (lambda r: _gemm_point(r, .99)["cycles"], "{}"),
+    "gemm.model_error": (_model_error, "{:.1%}"),
+    # wse train --out DIR (defaults)
+    "train.steps": (lambda r: r["train"]["steps"], "{}"),
+    "train.epochs": (lambda r: r["train"]["epochs"], "{:g}"),
+    "train.test_accuracy": (lambda r: r["train"]["test_accuracy"], "{:.3f}"),
+    "train.best_accuracy": (lambda r: max(e["test_accuracy"] for e in r["train"]["evaluations"]),
+                            "{:.3f}"),
+    "train.weight_sparsity": (lambda r: r["train"]["weight_sparsity"], "{:.3f}"),
+    "train.weight_sparsity_pct": (lambda r: r["train"]["weight_sparsity"], "{:.1%}"),
+    "train.seconds": (lambda r: r["train"]["seconds"], "{:.1f} s"),
+    "train.seconds_round": (lambda r: r["train"]["seconds"], "{:.0f} s"),
+    "train.cycles_source": (lambda r: r["train"]["cycles_source"], "{}"),
+    "train.mesh_cycles": (lambda r: r["train"]["mesh_cycles"], "{:,}"),
+    "train.dense_cycles": (lambda r: r["train"]["dense_cycles"], "{:,}"),
+    "train.speedup": (lambda r: r["train"]["speedup_vs_dense"], "{:.2f}x"),
+    "train.late_steps": (_late_range, "{}"),
+    "train.late_mesh_cycles": (lambda r: _late_steps(r, "mesh_cycles"), "{:,.0f}"),
+    "train.late_dense_cycles": (lambda r: _late_steps(r, "dense_cycles"), "{:,.0f}"),
+    "train.late_speedup": (lambda r: _late_steps(r, "dense_cycles")
+                           / _late_steps(r, "mesh_cycles"), "{:.1f}x"),
+    "train.bytes_per_link": (lambda r: r["train"]["swarmx"]["bytes_per_link"], _mb),
+    "train.broadcast_bytes_per_link": (
+        lambda r: r["train"]["swarmx"]["broadcast_bytes_per_link"], _mb),
+    "train.reduce_bytes_per_link": (lambda r: r["train"]["swarmx"]["reduce_bytes_per_link"],
+                                    _mb),
+    # wse train --backend verilator --steps 3 --check-golden, against the golden run
+    "train_rtl.mesh": (lambda r: r["train_rtl"]["mesh"], "{}"),
+    "train_rtl.golden_checks": (lambda r: r["train_rtl"]["golden_checks"], "{}"),
+    "train_rtl.mesh_cycles": (lambda r: r["train_rtl"]["mesh_cycles"], "{:,}"),
+    "train_rtl.model_cycles": (lambda r: r["train_steps3"]["mesh_cycles"], "{:,}"),
+    "train_rtl.model_error": (lambda r: abs(r["train_steps3"]["mesh_cycles"]
+                                            / r["train_rtl"]["mesh_cycles"] - 1), "{:.1%}"),
+    "train_rtl.digest": (lambda r: "the same digest as" if r["train_rtl"]["weights_digest"]
+                         == r["train_steps3"]["weights_digest"] else "a DIFFERENT digest from",
+                         "{}"),
+    "train_rtl.seconds": (lambda r: r["train_rtl"]["seconds"], "{:.0f} s"),
+    # wse train --hidden 512,512 --memory-bytes 1048576
+    "capacity.model": (lambda r: r["train_capacity"]["model"], "{}"),
+    "capacity.weights": (lambda r: r["train_capacity"]["model_bytes_int16"] // 2, "{:,}"),
+    "capacity.int16_kb": (lambda r: r["train_capacity"]["model_bytes_int16"] / 1e3, "{:.0f} kB"),
+    "capacity.sram_bytes": (lambda r: r["train_capacity"]["mesh_sram_bytes"], "{:,}"),
+    "capacity.sram_ratio": (lambda r: r["train_capacity"]["model_bytes_int16"]
+                            / r["train_capacity"]["mesh_sram_bytes"], "{:.0f}"),
+    "capacity.memory_limit": (lambda r: r["train_capacity"]["memoryx"]["memory_limit"] / 2**20,
+                              "{:g} MiB"),
+    "capacity.state": (lambda r: r["train_capacity"]["memoryx"]["memory_bytes"]
+                       + r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
+    "capacity.disk": (lambda r: r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
+}
+
+
+# -- the generated blocks -----------------------------------------------------------------------
+
+def _table(header, rows, align=None):
+    align = align or ["---"] * len(header)
+    return [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|",
+            *(f"| {' | '.join(map(str, row))} |" for row in rows)]
+
+
+def _router_queues_table(r):
+    rows = [(c["n_queues"], c["depth"], f"{c['uniform_throughput_per_port']:.3f}",
+             c["uniform_cycles"]) for c in r["router_queues"]["configs"]]
+    return _table(("queues", "depth", "throughput per port", "cycles"), rows, ["---:"] * 4)
+
+
+def _gemm_sweep_table(r):
+    rows = []
+    for p in r["gemm_sweep"]:
+        bold = (lambda text: f"**{text}**") if p["sparsity"] == .9 else str
+        rows.append((bold(_g(p["sparsity"])), p["nnz"], bold(p["cycles"]), p["model_cycles"],
+                     p["zeros_streamed_cycles"], bold(f"{p['speedup_vs_dense']:.2f}"),
+                     _g(p["ideal_speedup"]), bold(f"{p['utilisation']:.2f}"),
+                     f"{p['psum_overhead_cycles_per_output']:.2f}",
+                     "yes" if p["bit_exact"] else "**NO**"))
+    return _table(("sparsity", "nonzeros", "cycles", "model", "zeros streamed",
+                   "speedup vs dense", "ideal 1/(1-s)", "utilisation", "psum overhead / output",
+                   "bit-exact"), rows)
+
+
+#: The rows of the training table: a label and a template whose ``{NAME}`` are figures.
+_TRAIN_ROWS = (
+    ("test accuracy (held-out digits)",
+     "**{train.test_accuracy}** (best epoch {train.best_accuracy})"),
+    ("hidden-layer sparsity", "{train.weight_sparsity}"),
+    ("training time", "**{train.seconds}**"),
+    ("mesh cycles, all steps ({train.cycles_source})", "{train.mesh_cycles}"),
+    ("dense-equivalent cycles", "{train.dense_cycles} ({train.speedup})"),
+    ("per step once pruned (steps {train.late_steps})",
+     "{train.late_mesh_cycles} against {train.late_dense_cycles} dense ({train.late_speedup})"),
+    ("SwarmX bytes per link", "{train.bytes_per_link} ({train.broadcast_bytes_per_link} weight "
+                              "streams down, {train.reduce_bytes_per_link} gradients up)"),
+)
+_FIELD = re.compile(r"\{([\w.]+)\}")
+
+#: The figures that generated blocks use (beside the markers in the documents).
+BLOCK_FIGURES = frozenset(name for row in _TRAIN_ROWS for cell in row
+                          for name in _FIELD.findall(cell))
+
+
+def _train_table(r):
+    def fill(template):
+        return _FIELD.sub(lambda m: format_figure(m[1], r), template)
+    return _table(("figure", "value"), [(fill(label), fill(value)) for label, value in _TRAIN_ROWS])
+
+
+#: ``name: function of the Results returning the block's lines``; ``json:FILE`` is built in.
+BLOCKS = {
+    "router_queues.table": _router_queues_table,
+    "gemm_sweep.table": _gemm_sweep_table,
+    "train.table": _train_table,
+}
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+_FIGURE = re.compile(r"<!-- fig:(?P<name>[\w.\-]+) -->(?P<text>.*?)<!-- /fig -->")
+_BLOCK = re.compile(r"^(?P<begin><!-- results:begin (?P<name>[\w.:\-]+) -->\n)(?P<body>.*?)"
+                    r"^(?P<end><!-- results:end -->)$", re.M | re.S)
+
+
+def format_figure(name, results):
+    """The text of figure ``name``, from ``results``."""
+    try:
+        value, spec = FIGURES[name]
+    except KeyError:
+        raise RenderError(f"no figure named {name!r} (bench/render.py: FIGURES)") from None
+    try:
+        value = value(results)
+    except (KeyError, IndexError, TypeError) as error:
+        raise RenderError(f"figure {name!r}: its JSON lacks {error!r}") from None
+    return spec(value) if callable(spec) else spec.format(value)
+
+
+def _block(name, results):
+    if name.startswith("json:"):
+        return ["```json", *json.dumps(results[name[5:]], indent=2).splitlines(), "```"]
+    try:
+        build = BLOCKS[name]
+    except KeyError:
+        raise RenderError(f"no block named {name!r} (bench/render.py: BLOCKS)") from None
+    return build(results)
+
+
+def render(text, results):
+    """``text`` with every marked figure and block regenerated from ``results``."""
+    def block(m):
+        if "<!-- results:begin" in m["body"]:
+            raise RenderError(f"block {m['name']!r} has no `<!-- results:end -->` before the "
+                              f"next block begins")
+        return m["begin"] + "\n".join(_block(m["name"], results)) + "\n" + m["end"]
+
+    def figure(m):
+        return f"<!-- fig:{m['name']} -->{format_figure(m['name'], results)}<!-- /fig -->"
+
+    text = _BLOCK.sub(block, text)
+    if "<!-- results:begin" in _BLOCK.sub("", text):
+        raise RenderError("a `<!-- results:begin NAME -->` has no `<!-- results:end -->` "
+                          "(each marker on a line of its own)")
+    return _FIGURE.sub(figure, text)
+
+
+def render_files(root=".", *, check=False):
+    """Render :data:`DOCUMENTS` under ``root`` from ``root/bench/results``; rewrites them
+    (unless ``check``) and returns ``{path: (old, new)}`` for those that changed."""
+    root = Path(root)
+    results = Results(root / "bench" / "results")
+    changed = {}
+    for name in DOCUMENTS:
+        path = root / name
+        old = path.read_text()
+        new = render(old, results)
+        if new != old:
+            changed[path] = (old, new)
+            if not check:
+                path.write_text(new)
+    return changed
+
+
+def _default_root():
+    here = Path(__file__).resolve().parents[1]        # bench/.. in an editable install
+    return here if (here / "bench" / "results").is_dir() else Path.cwd()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; print the differences and fail if there are any")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the repository's root (default: this checkout)")
+    args = parser.parse_args(argv)
+    try:
+        changed = render_files(args.root or _default_root(), check=args.check)
+    except RenderError as error:
+        sys.exit(f"render: {error}")
+    for path, (old, new) in changed.items():
+        if args.check:
+            sys.stdout.writelines(difflib.unified_diff(
+                old.splitlines(keepends=True), new.splitlines(keepends=True), str(path),
+                f"{path} (rendered)"))
+        else:
+            print(f"rendered {path}")
+    if not changed:
+        print("README.md and docs/results.md agree with bench/results/*.json")
+    sys.exit(1 if args.check and changed else 0)
+
+
+if __name__ == "__main__":
+    main()
