@@ -9,14 +9,14 @@ and deepening them recovers throughput. Each configuration is a separate RTL bui
 
 ``--json`` prints one JSON object (``bench/results/router_queues.json``): ``simulator``,
 ``count``, ``seed`` and ``configs``, one entry per configuration with ``n_queues``, ``depth``
-and the figures of :func:`~wse.sim.router_bench.bench_uniform_load`
+and the figures of :func:`~wse.bench.router.bench_uniform_load`
 (``uniform_throughput_per_port``, ``uniform_cycles``, ...).
 """
 
 import argparse
 import json
 
-from wse.sim.router_bench import bench_uniform_load
+from wse.bench.router import bench_uniform_load
 
 CONFIGS = [(1, 2), (1, 4), (1, 8), (2, 4), (5, 4)]      # (n_queues, depth)
 

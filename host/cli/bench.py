@@ -28,7 +28,7 @@ def bench():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def bench_router(simulator, fuzz, seed, as_json):
     """Router throughput with all outputs saturated, hop latency, and a long fuzz, in RTL."""
-    from wse.sim.router_bench import bench_router as measure
+    from wse.bench.router import bench_router as measure
 
     with console.status(f"router bench on {simulator}: throughput, latency, "
                         f"{fuzz} fuzz wavelets"):
@@ -52,7 +52,7 @@ def bench_router(simulator, fuzz, seed, as_json):
 def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
     """Cycles per weight against activation density, zero-weight and CR cost, in RTL."""
     from wse.rtl.core_params import CoreParams
-    from wse.sim.tile_bench import bench_pe as measure
+    from wse.bench.pe import bench_pe as measure
 
     try:
         CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes)

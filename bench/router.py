@@ -5,7 +5,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .router_run import BENCH_MODULE, run_router_tests
+from wse.sim.router_run import BENCH_MODULE, run_router_tests
 
 __all__ = ["bench_router", "bench_uniform_load"]
 

@@ -5,7 +5,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .tile_run import BENCH_MODULE, run_tile_tests
+from wse.sim.tile_run import BENCH_MODULE, run_tile_tests
 
 __all__ = ["bench_pe"]
 
