@@ -1,4 +1,5 @@
-"""The parameters of a mesh: its size, the cores' sizes and format, and the color plan they imply."""
+"""The parameters of a mesh: its size, the cores' sizes and format, and the color plan they
+imply."""
 
 import dataclasses
 import math

@@ -187,7 +187,7 @@ class CoreModel:
                 self._psums[col].append((v & _WORD, None))
         self._in_base, self._used = self.counters["wavelets_in"], []
         self._sent = {c.psum_to_s: [], c.psum_to_n: [], c.out: []}
-        for i, (d, col, k) in enumerate(zip(data, color, ctrl)):
+        for i, (col, k) in enumerate(zip(color, ctrl)):
             if col in (c.cmd, c.weight):
                 self._command(i, {name: values[i] for name, values in fields.items()}, col, k)
             elif col not in self._psums:        # a foreign color: dropped in order, 1 cycle

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from wse.sim import toolchain
 
-from .boards import board as find_board, mesh_config
+from .boards import board as find_board
+from .boards import mesh_config
 from .report import fit_error, read_reports
 from .top import BoardTop
 

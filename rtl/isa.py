@@ -36,8 +36,18 @@ from amaranth.lib import data
 
 from .core_params import CoreColors, CoreParams
 from .validate import integer
-from .wavelet import (CONFIG, CONTROL, WAVELET, Codec, ConfigOp, ConfigPayload, ControlOp,
-                      ControlPayload, Direction, Wavelet)
+from .wavelet import (
+    CONFIG,
+    CONTROL,
+    WAVELET,
+    Codec,
+    ConfigOp,
+    ConfigPayload,
+    ControlOp,
+    ControlPayload,
+    Direction,
+    Wavelet,
+)
 
 __all__ = [
     # re-exported from rtl.wavelet

@@ -14,9 +14,9 @@ __all__ = ["PsumEngine"]
 class PsumEngine(wiring.Component):
     """Reduces one retired accumulator buffer for output feature ``o`` (``docs/pe.md``).
 
-    On ``start`` (taken while ``can_start``) it latches ``o`` and its role (owner row ``o % rows``, result slot
-    ``o // rows``), then streams the tokens in order through two
-    stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
+    On ``start`` (taken while ``can_start``) it latches ``o`` and its role (owner row
+    ``o % rows``, result slot ``o // rows``), then streams the tokens in order through two stages:
+    ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
     FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
     row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``),
     zeroing ``ACC[t]``. The next token is read while
@@ -24,8 +24,9 @@ class PsumEngine(wiring.Component):
 
     Latency: 1 cycle from ``start`` to the first read. Throughput: one token per cycle while
     its inputs and the output are ready: ``n_tok`` cycles an output when the next one is
-    waiting (its first read overlaps the last add), ``n_tok + 2`` from idle. The core checks a CR before starting the engine
-    (a slot outside ``Y`` is an error there), and starts it only while ``busy`` is low.
+    waiting (its first read overlaps the last add), ``n_tok + 2`` from idle. The core checks a CR
+    before starting the engine (a slot outside ``Y`` is an error there), and starts it only while
+    ``busy`` is low.
 
     Members
     -------

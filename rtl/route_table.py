@@ -33,7 +33,8 @@ class Position:
         object.__setattr__(self, "tx", Direction.mask(self.tx))
 
     def __repr__(self):
-        names = lambda mask: "".join(d.name for d in Direction.from_mask(mask)) or "-"
+        def names(mask):
+            return "".join(d.name for d in Direction.from_mask(mask)) or "-"
         return f"Position(rx={names(self.rx)!r}, tx={names(self.tx)!r})"
 
 

@@ -1,4 +1,5 @@
-"""The 5-port fabric router: per-color multicast routes, switch positions, run-time configuration."""
+"""The 5-port fabric router: per-color multicast routes, switch positions, run-time
+configuration."""
 
 import operator
 
@@ -12,8 +13,16 @@ from .isa import RouteStrap, route_straps_layout
 from .route_table import MAX_POSITIONS, Position, RouteTable
 from .shift_fifo import ShiftFIFO
 from .validate import integer
-from .wavelet import (MAX_COLORS, WAVELET_BITS, ConfigOp, ConfigPayload, ControlOp,
-                      ControlPayload, Direction, Wavelet)
+from .wavelet import (
+    MAX_COLORS,
+    WAVELET_BITS,
+    ConfigOp,
+    ConfigPayload,
+    ControlOp,
+    ControlPayload,
+    Direction,
+    Wavelet,
+)
 
 __all__ = ["Router"]
 

@@ -11,8 +11,14 @@ from amaranth.lib.wiring import In, Out
 
 from .core import Core
 from .core_params import CoreParams
-from .isa import (ROUTE_STRAP, RouteStrap, core_strap_layout, core_strap_value, route_straps_layout,
-                  route_straps_value)
+from .isa import (
+    ROUTE_STRAP,
+    RouteStrap,
+    core_strap_layout,
+    core_strap_value,
+    route_straps_layout,
+    route_straps_value,
+)
 from .router import Router
 from .wavelet import MAX_COLORS, Direction, Wavelet
 

@@ -1,6 +1,6 @@
 """cocotb module that measures the router: throughput, hop latency, and a long fuzz.
 
-Run by ``wse bench router`` (through :mod:`sim.router_bench`). Writes its figures as JSON to the
+Run by ``wse bench router`` (through :mod:`bench.router`). Writes its figures as JSON to the
 path in ``WSE_BENCH_OUT`` before it checks them, so a failing run still reports what it saw.
 """
 

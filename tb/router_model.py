@@ -1,4 +1,5 @@
-"""Reference model of the router: where each wavelet goes, what it looks like there, what is dropped.
+"""Reference model of the router: where each wavelet goes, what it looks like there, what is
+dropped.
 
 A plain-Python, cycle-free model. It replays each input port's wavelets in order and says, for
 each, the outputs it must reach (and the word that arrives there) or that it is dropped. The

@@ -1,6 +1,6 @@
 """cocotb module that measures one tile's core: what a weight costs, what a CR costs.
 
-Run by ``wse bench pe`` (through :mod:`sim.tile_bench`). Weights stream in from W at full rate;
+Run by ``wse bench pe`` (through :mod:`bench.pe`). Weights stream in from W at full rate;
 a weight's cost is measured where the host sees it, as the spacing of accepted weights at the W
 port over a long stream, and cross-checked with the core's own ``busy_cycles``. Every phase also
 goes through the golden model (outputs and counters must agree). Figures are written as JSON to

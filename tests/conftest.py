@@ -18,7 +18,8 @@ def figure(record_property):
 
 def pytest_terminal_summary(terminalreporter):
     lines = []
-    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
+    stats = terminalreporter.stats
+    for report in stats.get("passed", []) + stats.get("failed", []):
         for name, value in getattr(report, "user_properties", []):
             if name == "figure":
                 lines.append(value)

@@ -68,7 +68,8 @@ def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: Tr
         op, arg = int(control["op"]), int(control["arg"])
         if op == ControlOp.READ.value:
             return int(READ_ARG.unpack(arg)["len"])
-        if op == ControlOp.CR_OUT.value and int(CR_ARG.unpack(arg)["o"]) % params.rows == params.row:
+        owner = int(CR_ARG.unpack(arg)["o"]) % params.rows
+        if op == ControlOp.CR_OUT.value and owner == params.row:
             return params.n_tok
         return 0
 

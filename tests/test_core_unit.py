@@ -142,7 +142,8 @@ def test_params_round_trip_through_json_form():
 @pytest.mark.parametrize("row", [0, 1, 2])
 def test_raw_carriage_returns_send_totals_out(row):
     """CR_OUT: the owner sends its 32-bit totals on ``out``; the others pass psums as for a CR.
-    Result slot 1 (outputs 3, 4) is in Y, slot >= 2 would be no error for a raw CR (Y is not written); overflowing sums stay raw."""
+    Result slot 1 (outputs 3, 4) is in Y, slot >= 2 would be no error for a raw CR (Y is not
+    written); overflowing sums stay raw."""
     params = CoreParams(n_feat=4, n_tok=4, n_out=2, rows=3, row=row)
     rng = np.random.default_rng(10 + row)
     x = rng.integers(-30000, 30000, (4, 4))
@@ -162,6 +163,7 @@ def test_raw_carriage_returns_send_totals_out(row):
 
 def test_core_is_idle_only_when_everything_has_taken_effect():
     from amaranth.sim import Simulator
+
     from wse.rtl.core import Core
 
     params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=1)

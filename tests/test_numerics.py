@@ -103,7 +103,8 @@ def test_rtl_results_have_exact_shapes_and_chain(fmt):
     out = Signal(fmt.operand_shape)
     m = Module()
     m.d.comb += out.eq(q)
-    values = [fmt.acc_min, -(1 << (fmt.frac_bits + 3)), -1, 0, 1 << (fmt.frac_bits + 2), fmt.acc_max]
+    values = [fmt.acc_min, -(1 << (fmt.frac_bits + 3)), -1, 0, 1 << (fmt.frac_bits + 2),
+              fmt.acc_max]
     got = []
 
     async def bench(ctx):

@@ -4,8 +4,20 @@
 import numpy as np
 import pytest
 
-from wse.fabric.pe_model import (COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreModel, CoreParams,
-                             addr, axpy_cycles, cr, load, read, weight)
+from wse.fabric.pe_model import (
+    COUNTER_BASE,
+    COUNTERS,
+    Y_BASE,
+    CoreColors,
+    CoreModel,
+    CoreParams,
+    addr,
+    axpy_cycles,
+    cr,
+    load,
+    read,
+    weight,
+)
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import ControlOp, pack
 
@@ -146,7 +158,7 @@ def test_wavelets_in_at_a_read_counts_what_must_have_been_taken():
     assert out[C.out] == [2 + 2] and m.counters["wavelets_in"] == 5
     out = m.run([cr(p, 3), read(p, COUNTER_BASE + 4, 1)], psum_from_n=[1])
     assert out[C.out] == [5 + 2 + 1] and m.counters["wavelets_in"] == 8
-    assert not m.y.any() and not m.error 
+    assert not m.y.any() and not m.error
 
 
 # READ ---------------------------------------------------------------------------------------------

@@ -4,8 +4,19 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 
-from wse.rtl.wavelet import (CONFIG, CONTROL, WAVELET, WAVELET_BITS, ConfigPayload, ControlOp,
-                         ControlPayload, Direction, Wavelet, pack, unpack)
+from wse.rtl.wavelet import (
+    CONFIG,
+    CONTROL,
+    WAVELET,
+    WAVELET_BITS,
+    ConfigPayload,
+    ControlOp,
+    ControlPayload,
+    Direction,
+    Wavelet,
+    pack,
+    unpack,
+)
 
 
 def test_wavelet_is_38_bits():

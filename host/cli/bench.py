@@ -51,8 +51,8 @@ def bench_router(simulator, fuzz, seed, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
     """Cycles per weight against activation density, zero-weight and CR cost, in RTL."""
-    from wse.rtl.core_params import CoreParams
     from wse.bench.pe import bench_pe as measure
+    from wse.rtl.core_params import CoreParams
 
     try:
         CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes)
