@@ -23,7 +23,7 @@ import numpy as np
 
 from .program import GemmProgram
 
-__all__ = ["CycleModel", "predict_cycles"]
+__all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles"]
 
 #: Cycles from a core's engine sending a psum token to the neighbour's engine adding it: core
 #: output register, router queue and hop, router queue, ramp, core psum FIFO.
@@ -124,3 +124,28 @@ class CycleModel:
 def predict_cycles(program, X=None):
     """The modelled compute-phase cycles of ``program`` on its mesh."""
     return CycleModel(program, X).cycles
+
+
+class _EveryWeight(CycleModel):
+    """:class:`CycleModel` of a program's GEMM with every weight present, without compiling it:
+    every output of a row costs the same, the sum of the AXPYs of that row's features, placed as
+    :func:`~fabric.program.compile_gemm` places a ``W`` without zeros (balanced over equal
+    counts: feature ``i`` at row ``i % rows``); the outputs keep the program's placement."""
+
+    @staticmethod
+    def _costs(program, X):
+        cfg = program.config
+        padded = np.zeros((program.n_in, cfg.max_tokens), dtype=np.int64)
+        padded[:, :program.tokens] = X
+        live = (padded != 0).reshape(program.n_in, cfg.n_tok // cfg.lanes, cfg.lanes, cfg.cols)
+        per_feature = np.maximum(1, live.sum(axis=1).max(axis=1))      # [feature, column]
+        per_row = np.zeros((cfg.rows, cfg.cols), dtype=np.int64)
+        np.add.at(per_row, np.arange(program.n_in) % cfg.rows, per_feature)
+        return np.repeat(per_row.max(axis=1)[:, None], program.n_out, axis=1)
+
+
+def predict_dense_cycles(program, X=None):
+    """The modelled compute-phase cycles of ``program``'s GEMM with every weight present (what
+    :func:`predict_cycles` gives for ``compile_gemm`` of the same shape with no zero weight and
+    ``program``'s output placement), from ``program`` alone: no second compile."""
+    return _EveryWeight(program, X).cycles

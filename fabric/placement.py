@@ -58,11 +58,17 @@ class Placement:
         """Input features of ``W`` (``[n_out, n_in]``) sorted by their nonzero count in ``W``'s
         column, most first (ties by index), dealt round-robin: the ``k``-th goes to row
         ``k % rows``, slot ``k // rows``."""
-        rows = count("rows", rows)
         W = np.asarray(W)
         if W.ndim != 2:
             raise ValueError(f"W must be a 2-D array, not one of shape {W.shape}")
-        counts = np.count_nonzero(W, axis=0)
+        return cls.balanced_counts(np.count_nonzero(W, axis=0), rows)
+
+    @classmethod
+    def balanced_counts(cls, counts, rows):
+        """:meth:`balanced` from each input feature's nonzero count (``counts[i]``), as when the
+        weights come as compressed rows (``np.bincount(indices, minlength=n_in)``)."""
+        rows = count("rows", rows)
+        counts = int_array(counts, "counts", 1)
         order = np.argsort(-counts, kind="stable")
         k = np.empty(order.size, dtype=np.int64)
         k[order] = np.arange(order.size)
@@ -99,6 +105,14 @@ class Placement:
     def features_of(self, row):
         """The features on ``row``, in order of their index."""
         return np.flatnonzero(self.row_of == row)
+
+    def check_shape(self, name, rows, n, what):
+        """``ValueError`` (naming the placement ``name``) unless this places ``n`` features
+        (``what``) on ``rows`` rows."""
+        if self.rows != rows:
+            raise ValueError(f"{name} is for {self.rows} rows, the mesh has {rows}")
+        if len(self) != n:
+            raise ValueError(f"{name} places {len(self)} features, W has {n} {what}")
 
     def check_fits(self, limit, what, *, name=None):
         """``ValueError`` if a row needs more than ``limit`` slots; the message says which row,

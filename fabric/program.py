@@ -1,8 +1,8 @@
 """The GEMM program: ``Y = W @ X`` as wavelet streams for a mesh (``docs/mesh.md``).
 
-:func:`compile_gemm` lays a GEMM out on a :class:`~fabric.config.MeshConfig` and returns a
-:class:`GemmProgram`, which holds everything the host sends and everything it needs to make
-sense of what comes back:
+:func:`compile_gemm` (or :func:`compile_gemm_csr`, from compressed rows) lays a GEMM out on a
+:class:`~fabric.config.MeshConfig` and returns a :class:`GemmProgram`, which holds everything
+the host sends and everything it needs to make sense of what comes back:
 
 - tokens are dealt to columns: token ``t`` lives in column ``t % cols`` at local token
   ``t // cols``;
@@ -20,7 +20,7 @@ sense of what comes back:
   :meth:`GemmProgram.decode_raw` turn the replies back into ``Y``.
 
 Everything is numpy and vectorised over the weights: a 512x512 ``W`` compiles in a few tens of
-milliseconds. Wavelets are packed 38-bit words as Python ints (:mod:`rtl.wavelet`).
+milliseconds. Wavelets are packed 38-bit words as Python ints (:mod:`rtl.isa`).
 """
 
 import math
@@ -28,27 +28,28 @@ import operator
 
 import numpy as np
 
+from wse.rtl import isa
 from wse.rtl.core_params import Y_BASE
-from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
+from wse.rtl.validate import count, index_text, int_array, readonly
+from wse.rtl.wavelet import pack, unpack
 
 from .config import MeshConfig
 from .placement import Placement
-from wse.rtl.validate import count, index_text, int_array, readonly
+from .tiling import SparseRows
 
-__all__ = ["Placement", "GemmProgram", "compile_gemm", "MAX_READ"]
+__all__ = ["Placement", "GemmProgram", "compile_gemm", "compile_gemm_csr", "MAX_READ"]
 
-#: Words one READ fetches at most (its ``len`` field is 12 bits).
-MAX_READ = 0xFFF
-_ARG_MAX = (1 << 28) - 1
+#: Words one READ fetches at most (its ``len`` field, :class:`~rtl.isa.ReadArg`).
+MAX_READ = isa.MAX_READ
 _WORD = 1 << 32
 
 
 # Helpers ------------------------------------------------------------------------------------------
 
-def _operands(fmt, values, what):
-    """An ``int64`` matrix of operands of ``fmt``; ``ValueError`` naming the first value outside
+def _operands(fmt, values, what, ndim=2):
+    """An ``int64`` array of operands of ``fmt``; ``ValueError`` naming the first value outside
     the operand range, where it is, and the range."""
-    a = int_array(values, what, 2)
+    a = int_array(values, what, ndim)
     bad = (a < fmt.operand_min) | (a > fmt.operand_max)
     if bad.any():
         at = np.argwhere(bad)[0]
@@ -66,12 +67,15 @@ def _signed32(words):
 # The program --------------------------------------------------------------------------------------
 
 class GemmProgram:
-    """A compiled ``Y = W @ X`` for one mesh; build it with :func:`compile_gemm`.
+    """A compiled ``Y = W @ X`` for one mesh; build it with :func:`compile_gemm` (from a dense
+    ``W``) or :func:`compile_gemm_csr` (from compressed rows): the two give the same program.
 
     Members
     -------
     config : MeshConfig
-    W : (n_out, n_in) int64, the weights (read-only).
+    weights : SparseRows, the nonzero weights by output (what the streams carry).
+    W : (n_out, n_in) int64, the weights (read-only; made from ``weights`` on first use when
+        the program was compiled from compressed rows).
     X : (n_in, tokens) int64 or None, the activations given to :func:`compile_gemm`.
     in_placement, out_placement : Placement of the input and output features.
     n_out, n_in, tokens : int
@@ -82,11 +86,13 @@ class GemmProgram:
     weights_per_row : (rows,) int64, weights streamed into each row.
     """
 
-    def __init__(self, config, W, X, tokens, in_placement, out_placement, raw, zeros):
+    def __init__(self, config, weights, X, tokens, in_placement, out_placement, raw, zeros,
+                 W=None):
         self.config = config
-        self.W = readonly(W)
+        self.weights = weights
+        self._W = None if W is None else readonly(W)
         self.X = None if X is None else readonly(X)
-        self.n_out, self.n_in = W.shape
+        self.n_out, self.n_in = weights.shape
         self.tokens = tokens
         self.in_placement = in_placement
         self.out_placement = out_placement
@@ -100,6 +106,12 @@ class GemmProgram:
         return (f"<GemmProgram {self.n_out}x{self.n_in} @ {self.n_in}x{self.tokens} on a "
                 f"{self.config.rows}x{self.config.cols} mesh, {self.nnz} weights, {mode}>")
 
+    @property
+    def W(self):
+        if self._W is None:
+            self._W = readonly(self.weights.dense())
+        return self._W
+
     # Streams ------------------------------------------------------------------------------------
 
     @property
@@ -112,24 +124,23 @@ class GemmProgram:
         return self.out_placement.slot_of * self.config.rows + self.out_placement.row_of
 
     def _build_streams(self):
-        cfg, W = self.config, self.W
+        cfg = self.config
         weight_color = cfg.plan.weight
         if self.zeros:
-            o_idx, i_idx = (a.ravel() for a in np.indices(W.shape))
+            o_idx, i_idx = (a.ravel() for a in np.indices((self.n_out, self.n_in)))
+            values = self.W[o_idx, i_idx]
         else:
-            o_idx, i_idx = np.nonzero(W)
+            o_idx, i_idx, values = self.weights.rows, self.weights.indices, self.weights.values
         # Outputs go grouped by owner row (then by index): psums then flow the same way for
         # a run of outputs and the rows' engines overlap (docs/mesh.md, "Streams").
         order = self.output_order
         position = np.empty(self.n_out, dtype=np.int64)
         position[order] = np.arange(self.n_out)
         by_position = np.argsort(position[o_idx], kind="stable")     # keeps i order within
-        o_idx, i_idx = o_idx[by_position], i_idx[by_position]
+        o_idx, i_idx, values = o_idx[by_position], i_idx[by_position], values[by_position]
         rows_w = self.in_placement.row_of[i_idx]
-        data = self.in_placement.slot_of[i_idx] << 16 | W[o_idx, i_idx] & 0xFFFF
-        words = pack(data, weight_color, 0)
-        op = ControlOp.CR_OUT if self.raw else ControlOp.CR
-        crs = pack(CONTROL.pack(op=op.value, arg=self.cr_args()[order]), weight_color, 1)
+        words = pack(isa.weight_data(values, self.in_placement.slot_of[i_idx]), weight_color, 0)
+        crs = pack(isa.cr_data(self.cr_args()[order], raw=self.raw), weight_color, 1)
         positions = np.arange(self.n_out)
         streams = {}
         for r in range(cfg.rows):
@@ -185,8 +196,8 @@ class GemmProgram:
         for (r, c), block in self.x_blocks(X).items():
             if block.size:
                 cmd = cfg.plan.cmd(c)
-                streams[r].append(_control(ControlOp.ADDR, 0, cmd))
-                streams[r].extend(pack(block.ravel() & 0xFFFF, cmd, 0).tolist())
+                streams[r].append(int(pack(isa.addr_data(0), cmd, 1)))
+                streams[r].extend(pack(isa.load_data(block.ravel()), cmd, 0).tolist())
         return streams
 
     # Results ------------------------------------------------------------------------------------
@@ -207,8 +218,7 @@ class GemmProgram:
                 cmd = cfg.plan.cmd(c)
                 for start in range(0, words, MAX_READ):
                     length = min(MAX_READ, words - start)
-                    streams[r].append(_control(ControlOp.READ,
-                                               length << 16 | (Y_BASE + start), cmd))
+                    streams[r].append(int(pack(isa.read_data(Y_BASE + start, length), cmd, 1)))
         return streams
 
     def read_blocks(self, outlets):
@@ -310,21 +320,18 @@ class GemmProgram:
     @property
     def density(self):
         """Nonzero weights over all weights."""
-        return np.count_nonzero(self.W) / self.W.size
+        return self.weights.values.size / (self.n_out * self.n_in)
 
     def useful_macs(self, X=None):
         """Nonzero weight x nonzero activation pairs (over the real tokens)."""
         X = self.check_x(X)
-        return int(np.count_nonzero(self.W, axis=0) @ np.count_nonzero(X, axis=1))
+        per_input = np.bincount(self.weights.indices, minlength=self.n_in)
+        return int(per_input @ np.count_nonzero(X, axis=1))
 
     def ideal_cycles(self, X=None):
         """:meth:`useful_macs` over the mesh's MACs (``rows * cols * lanes``), rounded up."""
         cfg = self.config
         return math.ceil(self.useful_macs(X) / (cfg.rows * cfg.cols * cfg.lanes))
-
-
-def _control(op, arg, color):
-    return int(pack(CONTROL.pack(op=op.value, arg=arg), color, 1))
 
 
 # Compiler -----------------------------------------------------------------------------------------
@@ -364,12 +371,36 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
     """
     if not isinstance(config, MeshConfig):
         raise ValueError(f"config must be a MeshConfig, not {config!r}")
-    fmt = config.fmt
-    W = _operands(fmt, W, "W")
-    n_out, n_in = W.shape
-    if not n_out or not n_in:
+    W = _operands(config.fmt, W, "W")
+    if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "
                          f"{W.shape}")
+    return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
+                    in_placement=in_placement, out_placement=out_placement, balance=balance,
+                    raw=raw, zeros=zeros)
+
+
+def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
+    """:func:`compile_gemm` (the same program, ``options`` its keyword arguments) of the ``W``
+    of ``shape`` ``(n_out, n_in)`` given by compressed rows, never built: output ``o``'s weights
+    are ``values[indptr[o]:indptr[o + 1]]`` at the input features ``indices[...]`` (ascending).
+    Zero values are not streamed (as a dense ``W``'s zeros are not) unless ``zeros=True``.
+    ``ValueError`` as :func:`compile_gemm`, and for malformed compressed rows.
+    """
+    if not isinstance(config, MeshConfig):
+        raise ValueError(f"config must be a MeshConfig, not {config!r}")
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ValueError(f"shape must be a pair (n_out, n_in), not {shape!r}")
+    weights = SparseRows.checked(shape, indptr, indices,
+                                 _operands(config.fmt, values, "values", ndim=1))
+    return _compile(config, weights.nonzero(), None, X, **options)
+
+
+def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
+             balance=True, raw=False, zeros=False):
+    """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
+    fmt = config.fmt
+    n_out, n_in = weights.shape
     if X is not None:
         X = _operands(fmt, X, "X")
         if X.shape[0] != n_in:
@@ -386,25 +417,23 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         raise ValueError(f"tokens: {tokens} do not fit the mesh, which holds n_tok * cols = "
                          f"{config.n_tok} * {config.cols} = {config.max_tokens}")
     if in_placement is None:
-        in_placement = (Placement.balanced(W, config.rows) if balance
+        in_placement = (Placement.balanced_counts(np.bincount(weights.indices, minlength=n_in),
+                                                  config.rows) if balance
                         else Placement.modulo(n_in, config.rows))
     if out_placement is None:
         out_placement = Placement.modulo(n_out, config.rows)
-    for name, p, n in (("in_placement", in_placement, n_in),
-                       ("out_placement", out_placement, n_out)):
+    for name, p, n, what in (("in_placement", in_placement, n_in, "inputs"),
+                             ("out_placement", out_placement, n_out, "outputs")):
         if not isinstance(p, Placement):
             raise ValueError(f"{name} must be a Placement, not {p!r}")
-        if p.rows != config.rows:
-            raise ValueError(f"{name} is for {p.rows} rows, the mesh has {config.rows}")
-        if len(p) != n:
-            raise ValueError(f"{name} places {len(p)} features, W has {n} "
-                             f"{'inputs' if name == 'in_placement' else 'outputs'}")
+        p.check_shape(name, config.rows, n, what)
     in_placement.check_fits(config.n_feat, "input features", name="n_feat")
     if not raw:
         out_placement.check_fits(config.n_out, "output features", name="n_out")
     else:
         big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
-        if big > _ARG_MAX:
+        if big > isa.MAX_ARG:
             raise ValueError(f"output features: a carriage return argument of {big} does not "
-                             f"fit its 28 bits")
-    return GemmProgram(config, W, X, tokens, in_placement, out_placement, bool(raw), bool(zeros))
+                             f"fit its {isa.ARG_BITS} bits")
+    return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
+                       bool(zeros), W=W)

@@ -11,21 +11,120 @@ block (``docs/host.md``, "Capacity"):
   the sum to the accumulator range and requantises it (:func:`combine`).
 
 :func:`run_tiled` drives any per-block runner (a System's ``gemm``, or the golden model), so the
-RTL and the golden model see the same blocks.
+RTL and the golden model see the same blocks. ``W`` is a dense matrix or, as the host streams it,
+its compressed rows (:class:`SparseRows`); a block of compressed rows is cut from them directly,
+never through a dense matrix.
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from wse.rtl.validate import count, int_array
+
 from . import numerics
 from .config import MeshConfig
 
-__all__ = ["TilePlan", "plan_tiles", "combine", "run_tiled", "TiledResult"]
+__all__ = ["SparseRows", "TilePlan", "plan_tiles", "combine", "run_tiled", "TiledResult"]
 
 
 def _chunks(n, size):
     return [slice(a, min(a + size, n)) for a in range(0, n, size)]
+
+
+@dataclass(frozen=True)
+class SparseRows:
+    """A matrix by compressed rows (CSR): row ``o``'s entries are the columns
+    ``indices[indptr[o]:indptr[o + 1]]`` (ascending) and their ``values``; every other entry is
+    zero. Build one with :meth:`from_dense` or :meth:`checked`; :meth:`block` and
+    :meth:`transpose` work on the rows without a dense matrix.
+
+    Members
+    -------
+    shape : (rows, cols)
+    indptr : (rows + 1,) int64
+    indices, values : (entries,) int64
+    """
+    shape: tuple
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def checked(cls, shape, indptr, indices, values):
+        """Compressed rows from arrays of anything integer; ``ValueError`` naming what is
+        malformed (a bad ``indptr``, a column outside the shape or out of order in its row)."""
+        n_rows, n_cols = (count("shape[0]", shape[0]), count("shape[1]", shape[1]))
+        indptr = int_array(indptr, "indptr", 1)
+        indices = int_array(indices, "indices", 1)
+        values = int_array(values, "values", 1)
+        if indptr.size != n_rows + 1 or indptr[0] != 0 or (np.diff(indptr) < 0).any():
+            raise ValueError(f"indptr must be {n_rows + 1} non-decreasing offsets from 0, not "
+                             f"{indptr.size} offsets from {indptr[:1].tolist()}")
+        if indices.size != indptr[-1] or values.size != indices.size:
+            raise ValueError(f"indices and values must hold indptr[-1] = {int(indptr[-1])} "
+                             f"entries, not {indices.size} and {values.size}")
+        if indices.size and (indices.min() < 0 or indices.max() >= n_cols):
+            raise ValueError(f"indices must be columns in 0..{n_cols - 1}, not "
+                             f"{int(indices[(indices < 0) | (indices >= n_cols)][0])}")
+        rows = np.repeat(np.arange(n_rows), np.diff(indptr))
+        if (np.diff(rows * n_cols + indices) <= 0).any():
+            raise ValueError("indices must be ascending within each row")
+        return cls((n_rows, n_cols), indptr, indices, values)
+
+    @classmethod
+    def from_dense(cls, W):
+        """The nonzero entries of the matrix ``W``."""
+        W = np.asarray(W, dtype=np.int64)
+        rows, cols = np.nonzero(W)
+        return cls(W.shape, _offsets(rows, W.shape[0]), cols.astype(np.int64), W[rows, cols])
+
+    @property
+    def rows(self):
+        """The row of every entry."""
+        return np.repeat(np.arange(self.shape[0]), np.diff(self.indptr))
+
+    def nonzero(self):
+        """These rows without their explicit zeros."""
+        keep = self.values != 0
+        if keep.all():
+            return self
+        return SparseRows(self.shape, _offsets(self.rows[keep], self.shape[0]),
+                          self.indices[keep], self.values[keep])
+
+    def transpose(self):
+        """The compressed rows of the transpose (columns ascending within each of its rows)."""
+        order = np.argsort(self.indices, kind="stable")        # rows stay ascending
+        return SparseRows((self.shape[1], self.shape[0]),
+                          _offsets(self.indices[order], self.shape[1]), self.rows[order],
+                          self.values[order])
+
+    def block(self, rows, cols):
+        """The block ``[rows, cols]`` (two slices of step 1), as compressed rows."""
+        n_rows, n_cols = self.shape
+        r0, r1, _ = rows.indices(n_rows)
+        c0, c1, _ = cols.indices(n_cols)
+        if (r0, r1, c0, c1) == (0, n_rows, 0, n_cols):
+            return self
+        a, b = int(self.indptr[r0]), int(self.indptr[r1])
+        local = np.repeat(np.arange(r1 - r0), np.diff(self.indptr[r0:r1 + 1]))
+        indices, values = self.indices[a:b], self.values[a:b]
+        keep = (indices >= c0) & (indices < c1)
+        return SparseRows((r1 - r0, c1 - c0), _offsets(local[keep], r1 - r0),
+                          indices[keep] - c0, values[keep])
+
+    def dense(self):
+        """The matrix, ``int64``."""
+        W = np.zeros(self.shape, dtype=np.int64)
+        W[self.rows, self.indices] = self.values
+        return W
+
+
+def _offsets(rows, n):
+    """``indptr`` of entries in row order whose rows are ``rows``."""
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return indptr
 
 
 @dataclass(frozen=True)
@@ -46,9 +145,7 @@ def plan_tiles(config, n_out, n_in, tokens):
     """The :class:`TilePlan` of a GEMM on the mesh of ``config``."""
     if not isinstance(config, MeshConfig):
         raise ValueError(f"config must be a MeshConfig, not {config!r}")
-    for name, value in (("n_out", n_out), ("n_in", n_in), ("tokens", tokens)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    n_out, n_in, tokens = count("n_out", n_out), count("n_in", n_in), count("tokens", tokens)
     R = config.rows
     raw = n_in > R * config.n_feat
     outputs = [slice(0, n_out)] if raw else _chunks(n_out, R * config.n_out)
@@ -76,8 +173,11 @@ class TiledResult:
 
 
 def run_tiled(config, W, X, gemm):
-    """``W @ X`` through ``gemm(W_block, X_block, raw) -> GemmResult`` block by block."""
-    W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)
+    """``W @ X`` through ``gemm(W_block, X_block, raw) -> GemmResult`` block by block; ``W`` is
+    a dense matrix or :class:`SparseRows`, and its blocks are of the same kind."""
+    sparse = isinstance(W, SparseRows)
+    W = W if sparse else np.asarray(W, dtype=np.int64)
+    X = np.asarray(X, dtype=np.int64)
     n_out, n_in = W.shape
     if X.ndim != 2 or X.shape[0] != n_in:
         raise ValueError(f"X must have n_in = {n_in} rows (W is {n_out}x{n_in}), not shape "
@@ -89,7 +189,7 @@ def run_tiled(config, W, X, gemm):
         for os_ in plan.outputs:
             partials = []
             for is_ in plan.inputs:
-                r = gemm(W[os_, is_], X[is_, ts], plan.raw)
+                r = gemm(W.block(os_, is_) if sparse else W[os_, is_], X[is_, ts], plan.raw)
                 results.append(r)
                 cycles = None if cycles is None or r.cycles is None else cycles + r.cycles
                 overflow |= bool(r.overflow)

@@ -5,8 +5,9 @@ A checkpoint is one ``.npz`` archive (``numpy.savez``, uncompressed) holding the
 ``__meta__`` member: the JSON header as bytes, with a format tag, a version and the SHA-256 of
 every array (name, dtype, shape and bytes). :func:`save` writes a temporary file in the target's
 directory, fsyncs it, renames it over the target and fsyncs the directory, so a crash leaves
-either the old checkpoint or the new one, never half of one. :func:`load` reads with
-``allow_pickle=False`` and refuses anything that is not exactly what was written
+either the old checkpoint or the new one, never half of one. :func:`load` reads through
+:func:`host.npyio.load_npz` (every member's header checked against its size before anything is
+allocated, numbers only, no pickle) and refuses anything that is not exactly what was written
 (:class:`CheckpointError`, naming the problem).
 """
 
@@ -14,10 +15,11 @@ import hashlib
 import json
 import os
 import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from .npyio import ArrayFileError, load_npz
 
 __all__ = ["save", "load", "digest", "CheckpointError", "FORMAT", "VERSION"]
 
@@ -84,17 +86,14 @@ def load(path):
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        with open(path, "rb") as f, np.load(f, allow_pickle=False) as archive:
-            if _META not in archive.files:
-                raise CheckpointError(f"{path} is not a wse-mini checkpoint (no {_META})")
-            arrays = {name: archive[name] for name in archive.files}
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated: {error}") from None
+        arrays = load_npz(path, what=f"checkpoint {path}")
+    except ArrayFileError as error:
+        raise CheckpointError(str(error)) from None
+    if _META not in arrays:
+        raise CheckpointError(f"{path} is not a wse-mini checkpoint (no {_META})")
     try:
         header = json.loads(arrays.pop(_META).tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise CheckpointError(f"checkpoint {path} has a corrupt header: {error}") from None
     if not isinstance(header, dict) or "meta" not in header:
         raise CheckpointError(f"checkpoint {path} has a corrupt header (no meta)")

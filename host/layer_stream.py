@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wse.fabric.tiling import SparseRows
+
 from .messages import decode, encode
 
 __all__ = ["LayerStream", "quantise"]
@@ -66,6 +68,12 @@ class LayerStream:
     def nnz(self):
         """Nonzero quantised weights (what the forward pass streams)."""
         return int(np.count_nonzero(self.values))
+
+    def weights(self):
+        """The nonzero quantised weights as :class:`~fabric.tiling.SparseRows` (what the forward
+        pass streams; the delta pass streams their transpose)."""
+        return SparseRows(self.shape, self.indptr.astype(np.int64),
+                          self.indices.astype(np.int64), self.values.astype(np.int64)).nonzero()
 
     def dense(self):
         """The quantised weights as an ``int64`` ``(n_out, n_in)`` matrix."""

@@ -3,9 +3,11 @@
 It keeps every layer's float32 master weights, bias, mask and optimizer state in a
 :class:`~host.tiers.TieredStore` (a byte-bounded in-memory tier over ``numpy.memmap`` files),
 induces sparsity on the schedule of each sparse layer (:mod:`host.sparsity`), streams a layer
-quantised to the datapath format (:class:`~host.layer_stream.LayerStream`), applies reduced
-gradients with its optimizer (:mod:`host.optim`) only inside the mask, and checkpoints to one
-file atomically (:mod:`host.checkpoint`).
+quantised to the datapath format (:class:`~host.layer_stream.LayerStream`; quantised and encoded
+once, then reused until the layer changes), turns SwarmX's fixed-point gradient sums into float
+(:meth:`MemoryX.update_sums`) and applies them with its optimizer (:mod:`host.optim`) only
+inside the mask, and checkpoints to one file atomically (:mod:`host.checkpoint`); a checkpoint
+is checked whole before anything in the store changes.
 
 Weights start as ``torch.nn.Linear`` does: ``W`` and ``b`` uniform in
 ``±1/sqrt(n_in)``, from a seeded generator.
@@ -17,6 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from wse.rtl.numfmt import FixedPoint
+from wse.rtl.validate import count, integer
 
 from . import checkpoint
 from .layer_stream import LayerStream
@@ -41,9 +44,7 @@ class LayerSpec:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"layer name must be an identifier, not {self.name!r}")
         for field in ("n_in", "n_out"):
-            value = getattr(self, field)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{field} must be a positive integer, not {value!r}")
+            count(field, getattr(self, field))
 
 
 class MemoryX:
@@ -79,6 +80,7 @@ class MemoryX:
         self.seed = int(seed)
         self.store = TieredStore(memory_bytes, directory)
         self.t = 0                              # optimizer steps taken
+        self._streams = {}                      # layer -> its stream's bytes until it changes
         self.rng = np.random.default_rng([self.seed, 1])
         init = np.random.default_rng([self.seed, 0])
         for spec in self.layers:
@@ -132,6 +134,7 @@ class MemoryX:
                 if key != "mask" and a.shape == mask.shape:
                     a[dead] = 0
             g["mask"][...] = new
+            self._streams.pop(spec.name, None)
             changed[spec.name] = self.sparsity(spec.name)
         return changed
 
@@ -144,8 +147,38 @@ class MemoryX:
 
     def stream(self, name):
         """Layer ``name`` quantised to the datapath format, as a :class:`LayerStream`."""
-        g = self.store.get(name)
-        return LayerStream.from_dense(name, self.fmt, g["W"], g["mask"], g["b"])
+        return LayerStream.from_bytes(self.stream_bytes(name))
+
+    def stream_bytes(self, name):
+        """:meth:`stream` encoded for SwarmX's links. Quantised and encoded once until the layer
+        changes (an update, a new mask, a checkpoint loaded): a step's forward and backward
+        passes broadcast the same bytes. These bytes, the compressed layer, are kept outside the
+        tiers' bound."""
+        if name not in self._streams:
+            self.spec(name)
+            g = self.store.get(name)
+            self._streams[name] = LayerStream.from_dense(name, self.fmt, g["W"], g["mask"],
+                                                         g["b"]).to_bytes()
+        return self._streams[name]
+
+    def update_sums(self, sums, *, loss_scale, batch):
+        """One optimizer step from SwarmX's sums: ``sums`` is ``{layer: (dW, db)}`` of exact
+        integers, ``dW`` at the mask's indices (or full) in the fixed point of products
+        (``2 * frac_bits``), ``db`` of deltas (``frac_bits``), both of the loss scaled by
+        ``loss_scale`` and summed over ``batch`` samples; they are divided by all of that here,
+        in ``float64``, then applied as :meth:`update` does."""
+        loss_scale, batch = count("loss_scale", loss_scale), count("batch", batch)
+        f = self.fmt.frac_bits
+        scale = float(loss_scale * batch)
+        grads = {}
+        for name, (dW, db) in sums.items():
+            dW, db = np.asarray(dW), np.asarray(db)
+            for what, a in (("dW", dW), ("db", db)):
+                if a.dtype.kind not in "iu":
+                    raise ValueError(f"{name}: {what} must be integer sums, not {a.dtype} values")
+            grads[name] = (dW.astype(np.float64) / ((1 << 2 * f) * scale),
+                           db.astype(np.float64) / ((1 << f) * scale))
+        self.update(grads)
 
     def update(self, grads):
         """One optimizer step: ``grads`` is ``{layer: (dW, db)}``, ``dW`` either the full
@@ -171,6 +204,7 @@ class MemoryX:
                 raise ValueError(f"{spec.name}: db must be ({spec.n_out},), not {db.shape}")
             checked[spec.name] = dW, db
         self.t += 1
+        self._streams.clear()
         for spec in self.layers:
             dW, db = checked[spec.name]
             g = self.store.get(spec.name)
@@ -220,14 +254,26 @@ class MemoryX:
                 arrays[f"{spec.name}/{key}"] = np.asarray(a)
         return checkpoint.save(path, {"memoryx": self._meta(), "extra": extra}, arrays)
 
-    def load(self, path):
-        """Resume from a checkpoint of this same model; returns its ``extra``. A corrupt or
-        mismatched checkpoint raises :class:`CheckpointError` and changes nothing."""
+    def load(self, path, check=None):
+        """Resume from a checkpoint of this same model; returns its ``extra``, or what
+        ``check(extra, t)`` returns: the caller's validation of its own fields, given the
+        checkpoint's optimizer step count ``t`` (run before the model's checks, so that a run
+        of other settings is named as such). A corrupt, mismatched or ill-formed checkpoint
+        (wrong metadata, NaN or infinity in a weight or the optimizer's state, weights outside
+        the mask) raises :class:`CheckpointError` naming the problem and changes nothing."""
         meta, arrays = checkpoint.load(path)
         mine = self._meta()
         theirs = meta.get("memoryx") if isinstance(meta, dict) else None
         if not isinstance(theirs, dict):
             raise CheckpointError(f"checkpoint {path} holds no MemoryX state")
+        try:
+            t = integer("t", theirs.get("t"), 0)
+        except ValueError as error:
+            raise CheckpointError(f"checkpoint {path}: its optimizer step count {error}") \
+                from None
+        extra = meta.get("extra")
+        if check is not None:
+            extra = check(extra, t)
         for key in ("layers", "fmt", "optimizer", "schedule"):
             if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(mine[key],
                                                                          sort_keys=True):
@@ -248,24 +294,44 @@ class MemoryX:
                     raise CheckpointError(f"checkpoint {path}: {name} is {arrays[name].dtype} "
                                           f"{arrays[name].shape}, expected {a.dtype} {a.shape}")
                 group[key] = arrays[name]
+            self._check_group(path, spec.name, group)
             groups[spec.name] = group
         extra_arrays = set(arrays) - {f"{n}/{k}" for n, g in groups.items() for k in g}
         if extra_arrays:
             raise CheckpointError(f"checkpoint {path} has arrays this model does not: "
                                   f"{sorted(extra_arrays)[:4]}")
-        t = theirs.get("t")
-        if not isinstance(t, int) or t < 0:
-            raise CheckpointError(f"checkpoint {path} has no valid step count (t = {t!r})")
         rng = np.random.default_rng()
+        state = theirs.get("rng")
         try:
-            rng.bit_generator.state = theirs.get("rng")
-        except (TypeError, ValueError, KeyError) as error:
+            rng.bit_generator.state = state
+        except (TypeError, ValueError, KeyError, OverflowError) as error:
             raise CheckpointError(f"checkpoint {path} has no valid mask generator state: "
                                   f"{error}") from None
+        if rng.bit_generator.state != state:        # e.g. a fraction the generator truncated
+            raise CheckpointError(f"checkpoint {path} has no valid mask generator state: "
+                                  f"{state!r:.120}")
         for name, group in groups.items():           # nothing changes before this line
             self.store.put(name, group)
         self.t, self.rng = t, rng
-        return meta.get("extra")
+        self._streams.clear()
+        return extra
+
+    def _check_group(self, path, layer, group):
+        """``CheckpointError`` if a float array of ``layer`` holds NaN or infinity, the
+        optimizer's state is out of its domain, or anything outside the mask is not zero."""
+        mask = group["mask"]
+        for key, a in group.items():
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
+                bad = np.argwhere(~np.isfinite(a))[0]
+                raise CheckpointError(f"checkpoint {path}: {layer}/{key} holds "
+                                      f"{float(a[tuple(bad)])} at {bad.tolist()}; weights and "
+                                      f"optimizer state must be finite")
+            if key.split(".", 1)[-1] in self.optimizer.nonnegative_state and (a < 0).any():
+                raise CheckpointError(f"checkpoint {path}: {layer}/{key} holds negative values; "
+                                      f"it must not")
+            if key != "mask" and a.shape == mask.shape and a[~mask].any():
+                raise CheckpointError(f"checkpoint {path}: {layer}/{key} is not zero outside "
+                                      f"the layer's mask")
 
     def close(self):
         self.store.close()

@@ -20,19 +20,9 @@ import math
 
 import numpy as np
 
+from wse.rtl.validate import number
+
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "OPTIMIZERS", "make_optimizer"]
-
-
-def _number(name, value, low=0.0, high=None, *, open_high=False):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, not {value!r}") from None
-    too_high = high is not None and (value >= high if open_high else value > high)
-    if not math.isfinite(value) or value < low or too_high:
-        bound = "" if high is None else f" and {'below' if open_high else 'at most'} {high}"
-        raise ValueError(f"{name} must be at least {low}{bound}, not {value!r}")
-    return value
 
 
 class Optimizer:
@@ -41,9 +31,11 @@ class Optimizer:
 
     name = None
     state_names = ()
+    #: State that is never negative (a checkpoint holding a negative value is refused).
+    nonnegative_state = ()
 
     def __init__(self, lr):
-        self.lr = _number("lr", lr)
+        self.lr = number("lr", lr, 0.0)
 
     def hyper(self):
         """The hyperparameters, a JSON-able dict (checkpoints record it)."""
@@ -91,9 +83,9 @@ class SGD(Optimizer):
 
     def __init__(self, lr=0.1, *, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
         super().__init__(lr)
-        self.momentum = _number("momentum", momentum)
-        self.dampening = _number("dampening", dampening, 0.0, 1.0)
-        self.weight_decay = _number("weight_decay", weight_decay)
+        self.momentum = number("momentum", momentum, 0.0)
+        self.dampening = number("dampening", dampening, 0.0, 1.0)
+        self.weight_decay = number("weight_decay", weight_decay, 0.0)
         self.nesterov = bool(nesterov)
         if self.nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ValueError("nesterov needs a momentum above 0 and a dampening of 0")
@@ -119,15 +111,16 @@ class Adam(Optimizer):
 
     name = "adam"
     state_names = ("exp_avg", "exp_avg_sq")
+    nonnegative_state = ("exp_avg_sq",)
     decoupled = False
 
     def __init__(self, lr=1e-3, *, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(lr)
         b1, b2 = betas
-        self.betas = (_number("betas[0]", b1, 0.0, 1.0, open_high=True),
-                      _number("betas[1]", b2, 0.0, 1.0, open_high=True))
-        self.eps = _number("eps", eps)
-        self.weight_decay = _number("weight_decay", weight_decay)
+        self.betas = (number("betas[0]", b1, 0.0, 1.0, open_hi=True),
+                      number("betas[1]", b2, 0.0, 1.0, open_hi=True))
+        self.eps = number("eps", eps, 0.0)
+        self.weight_decay = number("weight_decay", weight_decay, 0.0)
 
     def _update(self, p, g, s, t):
         f32 = np.float32
@@ -155,11 +148,13 @@ class AdamW(Adam):
         super().__init__(lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
+#: The optimizers by name: what :func:`make_optimizer` dispatches on, and the choices of
+#: ``wse train --optimizer``.
 OPTIMIZERS = {cls.name: cls for cls in (SGD, Adam, AdamW)}
 
 
 def make_optimizer(name, **hyper):
-    """An optimizer by name (``sgd``, ``adam``, ``adamw``) with its hyperparameters."""
+    """An optimizer by name (a key of :data:`OPTIMIZERS`) with its hyperparameters."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {name!r}")
     if "betas" in hyper:

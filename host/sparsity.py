@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from wse.rtl.validate import integer, number
+
 __all__ = ["magnitude_mask", "random_mask", "reselect", "SparsitySchedule", "KINDS"]
 
 #: How a schedule picks its mask: by magnitude (gradual pruning), at random once (a fixed
@@ -25,13 +27,7 @@ KINDS = ("gradual", "random", "dynamic")
 
 
 def _sparsity(value, name="sparsity"):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in [0, 1), not {value!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1), not {value!r}")
-    return value
+    return number(name, value, 0.0, 1.0, open_hi=True)
 
 
 def _keep(n, sparsity):
@@ -103,14 +99,11 @@ class SparsitySchedule:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         self.kind = kind
-        for name, value, low in (("start", start, 0), ("end", end, 0), ("every", every, 1),
-                                 ("reselect_every", reselect_every, 1)):
-            if not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer of at least {low}, not {value!r}")
+        start, end = integer("start", start, 0), integer("end", end, 0)
         if end < start:
             raise ValueError(f"end ({end}) must not come before start ({start})")
-        self.start, self.end, self.every = int(start), int(end), int(every)
-        self.reselect_every = int(reselect_every)
+        self.start, self.end, self.every = start, end, integer("every", every, 1)
+        self.reselect_every = integer("reselect_every", reselect_every, 1)
         self.reselect_fraction = _sparsity(reselect_fraction, "reselect_fraction")
 
     def to_dict(self):

@@ -14,19 +14,32 @@ Transports (:data:`TRANSPORTS`) carry the same byte messages (:mod:`host.message
 - ``inproc``: the workers live in this process and run one after another;
 - ``process``: one local process per system (``multiprocessing``, spawned), running at once;
 - ``ray``: one Ray actor per system, on a local Ray started here or the cluster at ``address``
-  (the ``cluster`` extra).
+  (the ``cluster`` extra). Ray must be at least :data:`RAY_MIN_VERSION`, the first release with
+  token authentication (``RAY_AUTH_MODE=token``; later releases turn it on by default for a
+  local ``ray.init``, and an explicit ``RAY_AUTH_MODE`` is left to Ray). A local Ray is started
+  without a dashboard and with the node's address 127.0.0.1, so that every one of its servers
+  listens on the loopback interface only; if Ray does not end up there, SwarmX shuts it down
+  and refuses.
 """
 
 import multiprocessing
+import re
 
 import numpy as np
+
+from wse.rtl.validate import count, integer
 
 from .messages import decode, encode
 from .worker import MeshWorker
 
-__all__ = ["SwarmX", "Tree", "SwarmError", "TRANSPORTS"]
+__all__ = ["SwarmX", "Tree", "SwarmError", "TRANSPORTS", "RAY_MIN_VERSION", "ray_init_kwargs",
+           "check_ray_version"]
 
 TRANSPORTS = ("inproc", "process", "ray")
+
+#: The first Ray release with token authentication (``RAY_AUTH_MODE=token``): Ray 2.52.0.
+RAY_MIN_VERSION = (2, 52, 0)
+_LOOPBACK = "127.0.0.1"
 
 
 class SwarmError(RuntimeError):
@@ -38,11 +51,7 @@ class Tree:
     ``levels[j]`` lists, for each node of level ``j``, its children in level ``j - 1``."""
 
     def __init__(self, n, k=2):
-        if not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"systems must be a positive integer, not {n!r}")
-        if not isinstance(k, (int, np.integer)) or k < 2:
-            raise ValueError(f"fanout must be an integer of at least 2, not {k!r}")
-        self.n, self.k = int(n), int(k)
+        self.n, self.k = count("systems", n), integer("fanout", k, 2)
         self.levels = [[[i] for i in range(n)]]
         width = n
         while width > 1:
@@ -255,6 +264,25 @@ class _Processes:
         self.connections, self.processes = [], []
 
 
+def check_ray_version(version):
+    """``SwarmError`` unless Ray ``version`` (a string) is at least :data:`RAY_MIN_VERSION`."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", str(version))
+    need = ".".join(map(str, RAY_MIN_VERSION))
+    if match is None or tuple(int(g) for g in match.groups()) < RAY_MIN_VERSION:
+        raise SwarmError(f"the ray transport needs Ray {need} or later (the first release with "
+                         f"token authentication), not {version}: pip install 'ray>={need}'")
+
+
+def ray_init_kwargs(systems, address=None):
+    """The arguments of ``ray.init`` for ``systems`` systems: a cluster at ``address``, or a
+    local Ray on the loopback interface without a dashboard."""
+    kwargs = {"address": address, "include_dashboard": False, "log_to_driver": False,
+              "configure_logging": False}
+    if address is None:
+        kwargs |= {"num_cpus": max(2, systems), "_node_ip_address": _LOOPBACK}
+    return kwargs
+
+
 class _Ray:
     def __init__(self, n, worker, address):
         try:
@@ -262,11 +290,11 @@ class _Ray:
         except ImportError:
             raise SwarmError("the ray transport needs Ray: pip install 'wse-mini[cluster]'") \
                 from None
+        check_ray_version(ray.__version__)
         self.ray = ray
         self.started = not ray.is_initialized()
         if self.started:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, num_cpus=None if address else max(2, n))
+            self._init(ray, n, address)
         actor = ray.remote(num_cpus=0)(_RayLeaf)
         self.actors = [actor.remote(worker, i) for i in range(n)]
         replies = ray.get([a.ping.remote() for a in self.actors])
@@ -274,6 +302,29 @@ class _Ray:
             if r is not True:
                 self.close()
                 raise SwarmError(f"system {i} did not start on Ray: {r}")
+
+    @staticmethod
+    def _init(ray, n, address):
+        """Start a local Ray on the loopback interface (or join ``address``)."""
+        kwargs = ray_init_kwargs(n, address)
+        if address is not None:
+            ray.init(**kwargs)
+            return
+        # Ray turns a node address of 127.0.0.1 into the machine's own address unless it runs
+        # as a single machine (its mode on macOS and Windows); ask for that mode while starting.
+        from ray._private import ray_constants
+        cluster = ray_constants.ENABLE_RAY_CLUSTER
+        ray_constants.ENABLE_RAY_CLUSTER = False
+        try:
+            ray.init(**kwargs)
+        finally:
+            ray_constants.ENABLE_RAY_CLUSTER = cluster
+        where = ray.util.get_node_ip_address()
+        if where != _LOOPBACK:
+            ray.shutdown()
+            raise SwarmError(f"the local Ray came up on {where}, not on the loopback interface "
+                             f"{_LOOPBACK}; refusing to serve on it (use --address for a "
+                             f"cluster)")
 
     def call(self, messages):
         refs = {i: a.handle.remote(m) for i, (a, m) in enumerate(zip(self.actors, messages))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wse.rtl.validate import count
+
 __all__ = ["TieredStore"]
 
 
@@ -29,11 +31,8 @@ class TieredStore:
     """
 
     def __init__(self, memory_bytes=None, directory=None):
-        if memory_bytes is not None and (not isinstance(memory_bytes, (int, np.integer))
-                                         or memory_bytes < 0):
-            raise ValueError(f"memory_bytes must be a non-negative integer or None, not "
-                             f"{memory_bytes!r}")
-        self.memory_bytes = memory_bytes
+        self.memory_bytes = (None if memory_bytes is None
+                             else count("memory_bytes", memory_bytes, minimum=0))
         self._own_dir = directory is None
         self._dir = None if directory is None else Path(directory)
         self._ram = OrderedDict()      # name -> {array name: ndarray}

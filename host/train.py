@@ -10,7 +10,11 @@ Per step, for a batch split into one shard per system:
 3. Top layer down: MemoryX streams the layer again, each system runs the gradient pass (the
    mask's indices) and the delta pass (``W^T``), SwarmX sums the gradients up its tree (exact
    ``int64``), and MemoryX converts them to float (dividing out the fixed-point scales, the loss
-   scale and the batch size) and updates the layer with its optimizer.
+   scale and the batch size: :meth:`~host.memoryx.MemoryX.update_sums`) and updates the layer
+   with its optimizer.
+
+Each layer is quantised and encoded once per step (MemoryX keeps the stream until the layer
+changes); the forward and backward passes broadcast the same bytes.
 
 Data: scikit-learn's bundled digits (8x8 pixels, 10 classes), pixels scaled to ``[0, 1]``, a
 fixed 80/20 split; batches drawn in a seeded order per epoch. Everything that decides the bits
@@ -24,17 +28,23 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from wse.fabric.config import MeshConfig
+from wse.rtl.validate import count, integer, number
 
+from .checkpoint import CheckpointError
 from .layer_stream import quantise
 from .memoryx import LayerSpec, MemoryX
 from .optim import make_optimizer
 from .sparsity import KINDS, SparsitySchedule
 from .swarmx import TRANSPORTS, SwarmX
 
-__all__ = ["TrainSettings", "Trainer", "load_digits_split", "TRAIN_SAMPLES"]
+__all__ = ["TrainSettings", "Trainer", "load_digits_split", "TRAIN_SAMPLES", "DATA_SETTINGS"]
 
 #: Digits' 1797 samples less the 20 % test split.
 TRAIN_SAMPLES = 1438
+
+#: The settings that decide which samples a step trains on (the split and the batch order): a
+#: checkpoint records them and a resume must use the same.
+DATA_SETTINGS = ("seed", "batch")
 
 
 def load_digits_split(seed=0, test_fraction=0.2):
@@ -79,9 +89,13 @@ class TrainSettings:
         if self.prune not in KINDS:
             raise ValueError(f"prune must be one of {', '.join(KINDS)}, not {self.prune!r}")
         for name in ("systems", "batch", "loss_scale"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+            setattr(self, name, count(name, getattr(self, name)))
+        for name in ("steps", "epochs", "memory_bytes"):
+            if getattr(self, name) is not None:
+                setattr(self, name, count(name, getattr(self, name),
+                                          minimum=0 if name == "memory_bytes" else 1))
+        self.seed = integer("seed", self.seed, 0)
+        self.sparsity = number("sparsity", self.sparsity, 0.0, 1.0, open_hi=True)
         if self.batch < self.systems:
             raise ValueError(f"batch ({self.batch}) must give every one of the {self.systems} "
                              f"systems at least one sample")
@@ -124,6 +138,7 @@ class Trainer:
         self.evaluations = []   # {"step", "test_accuracy"}
         self._checks = [0, 0]   # mesh results checked before a resume, and by the workers since
         self.counts = {"gradients_beyond_32_bits": 0, "mesh_overflows": 0}
+        self.train_seconds, self.steps_timed = 0.0, 0      # training steps only, this process
 
     # -- one step -----------------------------------------------------------------------------
 
@@ -143,7 +158,7 @@ class Trainer:
         cycles = np.zeros((2, self.s.systems), dtype=np.int64)
         n = len(self.memoryx.layers)
         for j, spec in enumerate(self.memoryx.layers):
-            stream = self.memoryx.stream(spec.name).to_bytes()
+            stream = self.memoryx.stream_bytes(spec.name)
             requests = [None if not len(sh) else
                         {"op": "forward", "layer": j, "last": j == n - 1, "train": train}
                         | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
@@ -166,7 +181,8 @@ class Trainer:
 
     def step(self):
         """Train one batch; returns the step's record (loss, accuracy, cycles)."""
-        s, f = self.s, self.fmt.frac_bits
+        s = self.s
+        start = time.perf_counter()
         step = self.step_index
         self.memoryx.induce(step)
         idx = self._batch(step)
@@ -180,21 +196,20 @@ class Trainer:
         dlogits[labels, np.arange(len(idx))] -= 1.0
         dy, _ = quantise(self.fmt, dlogits * s.loss_scale)
         shards = self._shards(len(idx))
-        grads = {}
+        sums = {}
         layers = self.memoryx.layers
         for j in reversed(range(len(layers))):
             name = layers[j].name
-            stream = self.memoryx.stream(name).to_bytes()
             requests = [{"op": "backward", "layer": j}
                         | ({"dy": dy[:, sh]} if j == len(layers) - 1 else {}) for sh in shards]
-            replies = self.swarm.broadcast(stream, requests)
+            replies = self.swarm.broadcast(self.memoryx.stream_bytes(name), requests)
             self._count(replies, cycles, train=True)
             total = self.swarm.reduce([{"dW": r["dW"], "db": r["db"]} for r in replies])
-            scale = float(s.loss_scale * len(idx))
-            grads[name] = (total["dW"].astype(np.float64) / ((1 << 2 * f) * scale),
-                           total["db"].astype(np.float64) / ((1 << f) * scale))
-        self.memoryx.update(grads)
+            sums[name] = total["dW"], total["db"]
+        self.memoryx.update_sums(sums, loss_scale=s.loss_scale, batch=len(idx))
         self.step_index += 1
+        self.train_seconds += time.perf_counter() - start
+        self.steps_timed += 1
         record = {"step": step, "loss": loss, "accuracy": accuracy,
                   "mesh_cycles": int(cycles[0].max()), "dense_cycles": int(cycles[1].max())}
         self.history.append(record)
@@ -259,6 +274,8 @@ class Trainer:
             "swarmx": self.swarm.stats(), "memoryx": self.memoryx.store.stats(),
             "settings": asdict(self.s),
             "seconds": round(getattr(self, "seconds", 0.0), 2),
+            "seconds_per_step": (round(self.train_seconds / self.steps_timed, 5)
+                                 if self.steps_timed else None),
             "history": self.history, "evaluations": self.evaluations,
         }
 
@@ -269,17 +286,96 @@ class Trainer:
         return self.memoryx.save(path, extra={
             "step": self.step_index, "history": self.history, "evaluations": self.evaluations,
             "counts": self.counts, "golden_checks": self.golden_checks,
-            "link_bytes": self.swarm.link_bytes})
+            "link_bytes": self.swarm.link_bytes,
+            "data": {name: getattr(self.s, name) for name in DATA_SETTINGS}})
 
     def resume(self, path):
-        """Continue from a checkpoint of the same model; the next step is the one after it."""
-        extra = self.memoryx.load(path) or {}
-        self.step_index = int(extra.get("step", 0))
-        self.history = list(extra.get("history", []))
-        self.evaluations = list(extra.get("evaluations", []))
-        self.counts.update(extra.get("counts", {}))
-        self._checks = [int(extra.get("golden_checks", 0)), 0]    # the figures go on from there
-        self.swarm.link_bytes.update(extra.get("link_bytes", {}))
+        """Continue from a checkpoint of the same model and data settings (:data:`DATA_SETTINGS`);
+        the next step is the one after it. Anything wrong in it raises :class:`CheckpointError`
+        naming the field before anything here or in MemoryX changes."""
+        run = self.memoryx.load(path, check=lambda extra, t: self._checked(path, extra, t))
+        self.step_index = run["step"]
+        self.history = run["history"]
+        self.evaluations = run["evaluations"]
+        self.counts.update(run["counts"])
+        self._checks = [run["golden_checks"], 0]    # the figures go on from there
+        self.swarm.link_bytes.update(run["link_bytes"])
+
+    def _checked(self, path, extra, t):
+        """The trainer's fields of a checkpoint's ``extra``, checked (MemoryX's ``t``: its
+        optimizer steps, one a training step); ``CheckpointError`` naming the first bad one."""
+        def field(check, name, value, *bounds):
+            try:
+                return check(name, value, *bounds)
+            except ValueError as error:
+                raise CheckpointError(f"checkpoint {path}: {error}") from None
+
+        def table(name, value, keys):
+            if not isinstance(value, dict) or set(value) != set(keys):
+                raise CheckpointError(f"checkpoint {path}: {name} must be a table of "
+                                      f"{', '.join(keys)}, not {value!r:.80}")
+            return dict(value)
+
+        def listing(name, value):
+            if not isinstance(value, list):
+                raise CheckpointError(f"checkpoint {path}: {name} must be a list, not "
+                                      f"{value!r:.80}")
+            return value
+
+        if not isinstance(extra, dict):
+            raise CheckpointError(f"checkpoint {path} holds no training run (extra is "
+                                  f"{extra!r:.80})")
+        self._check_data(path, extra.get("data"))
+        step = field(integer, "step", extra.get("step"), 0)
+        if step > self.total_steps:
+            raise CheckpointError(f"checkpoint {path} is at step {step}, beyond this run's "
+                                  f"{self.total_steps} steps: resume with the steps or epochs "
+                                  f"of the run that wrote it")
+        if step != t:
+            raise CheckpointError(f"checkpoint {path}: step {step} does not match its optimizer "
+                                  f"step count t = {t}")
+        history = listing("history", extra.get("history"))
+        if len(history) != step:
+            raise CheckpointError(f"checkpoint {path}: history must hold one record per step "
+                                  f"({step}), not {len(history)}")
+        run = {"step": step, "history": [], "evaluations": []}
+        for k, record in enumerate(history):
+            record = table(f"history[{k}]", record, ("step", "loss", "accuracy", "mesh_cycles",
+                                                     "dense_cycles"))
+            field(integer, f"history[{k}].step", record["step"], k, k)
+            record["loss"] = field(number, f"history[{k}].loss", record["loss"], 0.0)
+            record["accuracy"] = field(number, f"history[{k}].accuracy", record["accuracy"],
+                                       0.0, 1.0)
+            for name in ("mesh_cycles", "dense_cycles"):
+                field(integer, f"history[{k}].{name}", record[name], 0)
+            run["history"].append(record)
+        for k, record in enumerate(listing("evaluations", extra.get("evaluations"))):
+            record = table(f"evaluations[{k}]", record, ("step", "test_accuracy"))
+            field(integer, f"evaluations[{k}].step", record["step"], 1, step)
+            record["test_accuracy"] = field(number, f"evaluations[{k}].test_accuracy",
+                                            record["test_accuracy"], 0.0, 1.0)
+            run["evaluations"].append(record)
+        for name, keys in (("counts", self.counts), ("link_bytes", self.swarm.link_bytes)):
+            run[name] = {key: field(integer, f"{name}.{key}", value, 0)
+                         for key, value in table(name, extra.get(name), tuple(keys)).items()}
+        run["golden_checks"] = field(integer, "golden_checks", extra.get("golden_checks"), 0)
+        return run
+
+    def _check_data(self, path, data):
+        """``CheckpointError`` unless the checkpoint's data settings are this run's."""
+        if not isinstance(data, dict) or set(data) != set(DATA_SETTINGS):
+            raise CheckpointError(f"checkpoint {path} does not record its data settings "
+                                  f"({', '.join(DATA_SETTINGS)}): cannot tell which samples it "
+                                  f"trained on")
+        for name in DATA_SETTINGS:
+            if not isinstance(data[name], int) or isinstance(data[name], bool):
+                raise CheckpointError(f"checkpoint {path}: data.{name} must be an integer, not "
+                                      f"{data[name]!r:.80}")
+            if data[name] != getattr(self.s, name):
+                raise CheckpointError(
+                    f"checkpoint {path} was trained with {name} {data[name]!r}, this run has "
+                    f"{name} {getattr(self.s, name)!r}: resume with --{name} {data[name]!r} "
+                    f"({' and '.join(DATA_SETTINGS)} decide the data split and order)")
 
     def close(self):
         self.swarm.close()

@@ -15,18 +15,26 @@ and all values in the datapath format:
   it), then, below the first layer, the delta pass ``dA = W^T @ dY`` on the mesh, masked by the
   ReLU of the layer below.
 
+The weights stay compressed rows from the stream to the tiles: the tiles are cut from them
+(:class:`fabric.tiling.SparseRows`) and the delta pass's ``W^T`` is their transpose, with no
+dense layer in between; only a tile becomes a matrix, for :meth:`System.gemm
+<runtime.system.System.gemm>`, which takes one. The System reads no counters
+(``counters=False``): training needs only ``Y``, the cycles and the sticky error and overflow
+flags.
+
 Mesh cycles are the RTL's where it runs, else the cycle model's (:mod:`fabric.cycle_model`);
-the dense equivalent is the cycle model's for the same GEMM with every weight present. With
-``check_golden``, every mesh result is compared with :func:`fabric.mesh_model.gemm_reference`.
+the dense equivalent is the cycle model's for the same GEMM with every weight present
+(:func:`fabric.cycle_model.predict_dense_cycles`, from the same program, not a second compile).
+With ``check_golden``, every mesh result is compared with
+:func:`fabric.mesh_model.gemm_reference`.
 """
 
 import numpy as np
 
 from wse.fabric.config import MeshConfig
-from wse.fabric.cycle_model import predict_cycles
+from wse.fabric.cycle_model import predict_cycles, predict_dense_cycles
 from wse.fabric.gradient import gradient_reference
 from wse.fabric.mesh_model import gemm_reference
-from wse.fabric.program import compile_gemm
 from wse.fabric.tiling import run_tiled
 
 from .layer_stream import LayerStream
@@ -41,10 +49,10 @@ class GoldenMismatch(AssertionError):
 
 class MeshWorker:
     """A system: ``config`` (a :class:`MeshConfig` or its dict), a ``backend`` of
-    :func:`runtime.system.open_system`, and whether to check every result against golden."""
+    :func:`runtime.open_system`, and whether to check every result against golden."""
 
     def __init__(self, config, backend="golden", *, check_golden=False, index=0):
-        from wse.runtime.system import open_system
+        from wse.runtime import open_system
 
         self.config = config if isinstance(config, MeshConfig) else MeshConfig.from_dict(config)
         self.backend = backend
@@ -73,15 +81,17 @@ class MeshWorker:
     # -- the mesh -----------------------------------------------------------------------------
 
     def _gemm(self, W, X, what, model=True):
-        """``W @ X`` on the mesh, tiled; ``(Y, cycles, dense_cycles, overflow)`` (without
-        ``model``, cycles the mesh did not measure are 0 instead of modelled)."""
+        """``W @ X`` on the mesh, tiled (``W``: :class:`~fabric.tiling.SparseRows`);
+        ``(Y, cycles, dense_cycles, overflow)`` (without ``model``, cycles the mesh did not
+        measure are 0 instead of modelled, and there is no dense figure)."""
         fmt = self.config.fmt
         cycles, dense = [], []
 
         def block(Wb, Xb, raw):
-            result = self.system.gemm(Wb, Xb, raw=raw)
+            result = self.system.gemm(Wb.dense(), Xb, raw=raw, counters=False)
+            program = result.program
             if self.check_golden:
-                Y, totals = gemm_reference(self.config, result.program, Xb)
+                Y, totals = gemm_reference(self.config, program, Xb)
                 want = totals if raw else Y
                 bad = np.count_nonzero(np.asarray(result.y) != want)
                 self.checks += 1
@@ -91,10 +101,9 @@ class MeshWorker:
             if result.cycles is not None:
                 cycles.append(result.cycles)
             elif model:
-                cycles.append(predict_cycles(result.program, Xb))
-            if model:       # the same GEMM with every weight present
-                full = compile_gemm(self.config, np.where(Wb != 0, Wb, 1), Xb, raw=raw)
-                dense.append(predict_cycles(full, Xb))
+                cycles.append(predict_cycles(program, Xb))
+            if model:
+                dense.append(predict_dense_cycles(program, Xb))
             return result
 
         tiled = run_tiled(self.config, W, np.clip(X, fmt.operand_min, fmt.operand_max), block)
@@ -117,7 +126,7 @@ class MeshWorker:
             raise ValueError(f"layer {layer}'s forward pass before layer {layer - 1}'s")
         else:
             A = self._next_input
-        Z, cycles, dense, overflow = self._gemm(s.dense(), A, f"{s.name} forward", model=train)
+        Z, cycles, dense, overflow = self._gemm(s.weights(), A, f"{s.name} forward", model=train)
         Y = self._saturate(Z + s.bias.astype(np.int64)[:, None])
         if train:
             self.inputs[layer] = A
@@ -142,7 +151,8 @@ class MeshWorker:
         reply = {"dW": dW, "db": dY.sum(axis=1), "beyond": beyond, "cycles": 0,
                  "dense_cycles": 0, "overflow": False}
         if layer > 0:
-            dA, cycles, dense, overflow = self._gemm(s.dense().T, dY, f"{s.name} delta")
+            dA, cycles, dense, overflow = self._gemm(s.weights().transpose(), dY,
+                                                     f"{s.name} delta")
             self.delta = np.where(self.active.pop(layer - 1), dA, 0)
             reply.update(cycles=int(cycles), dense_cycles=int(dense), overflow=bool(overflow))
         else:

@@ -67,11 +67,11 @@ def test_gradual_schedule_is_the_cubic_ramp():
     s = SparsitySchedule(0.9, start=10, end=110, every=10)
     assert s.target(0) == 0.0 and s.target(110) == s.target(500) == 0.9
     assert s.target(60) == pytest.approx(0.9 - 0.9 * 0.5 ** 3)
-    assert [t for t in range(0, 130) if s.prunes_at(t)] == list(range(10, 111, 10))
+    assert [t for t in range(130) if s.prunes_at(t)] == list(range(10, 111, 10))
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"final": 1.0}, "final sparsity must be a number in [0, 1)"),
+    ({"final": 1.0}, "final sparsity must be a finite number at least 0.0 and below 1.0, not 1.0"),
     ({"final": 0.5, "kind": "lottery"}, "kind must be one of gradual, random, dynamic"),
     ({"final": 0.5, "start": 5, "end": 2}, "end (2) must not come before start (5)"),
     ({"final": 0.5, "every": 0}, "every must be an integer of at least 1"),
@@ -120,6 +120,49 @@ def test_stream_is_the_quantised_masked_layer():
     assert np.array_equal(s.bias, quantise(mx.fmt, b)[0])
     again = LayerStream.from_bytes(s.to_bytes())
     assert np.array_equal(again.dense(), s.dense()) and again.shape == s.shape
+
+
+def test_a_layer_is_quantised_and_encoded_once_until_it_changes(tmp_path):
+    mx = _store()
+    _train(mx, 1)
+    first = mx.stream_bytes("fc0")
+    assert mx.stream_bytes("fc0") is first
+    assert mx.stream("fc0").to_bytes() == first
+    mx.save(tmp_path / "ckpt.npz")
+    mx.update(_grads(mx, 7))                 # the weights change: a new stream
+    changed = mx.stream_bytes("fc0")
+    assert changed != first
+    mx.induce(2)                             # the schedule prunes at step 2: a new mask
+    assert mx.stream_bytes("fc0") is not changed
+    assert np.array_equal(mx.stream("fc0").mask(), mx.store.get("fc0")["mask"])
+    mx.load(tmp_path / "ckpt.npz")           # back to the checkpoint's weights
+    assert mx.stream_bytes("fc0") == first
+
+
+def test_memoryx_turns_fixed_point_sums_into_gradients():
+    """``update_sums`` divides the sums by the fixed-point scales, the loss scale and the batch:
+    the same step as ``update`` of the float gradients."""
+    a, b = _store(), _store()
+    _train(a, 2)
+    _train(b, 2)
+    f, loss_scale, batch = a.fmt.frac_bits, 16, 24
+    rng = np.random.default_rng(3)
+    sums, grads = {}, {}
+    for spec in a.layers:
+        mask = a.store.get(spec.name)["mask"]
+        dW = rng.integers(-2 ** 40, 2 ** 40, np.count_nonzero(mask))
+        db = rng.integers(-2 ** 20, 2 ** 20, spec.n_out)
+        sums[spec.name] = dW, db
+        grads[spec.name] = (dW / ((1 << 2 * f) * float(loss_scale * batch)),
+                            db / ((1 << f) * float(loss_scale * batch)))
+    a.update_sums(sums, loss_scale=loss_scale, batch=batch)
+    b.update(grads)
+    assert a.digest() == b.digest()
+    with pytest.raises(ValueError, match="fc0: dW must be integer sums, not float64 values"):
+        a.update_sums({n: (dW.astype(float), db) for n, (dW, db) in sums.items()},
+                      loss_scale=16, batch=24)
+    with pytest.raises(ValueError, match="batch must be a positive integer, not 0"):
+        a.update_sums(sums, loss_scale=16, batch=0)
 
 
 def test_quantise_rounds_half_to_even_and_saturates():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wse.host.optim import SGD, Adam, AdamW, make_optimizer
+from wse.host.optim import OPTIMIZERS, SGD, Adam, AdamW, make_optimizer
 
 STEPS = 6
 
@@ -97,9 +97,12 @@ def test_updates_touch_only_the_mask(name):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: SGD(-1.0), "lr must be at least 0.0, not -1.0"),
+    (lambda: SGD(-1.0), "lr must be a finite number at least 0.0, not -1.0"),
     (lambda: SGD(0.1, nesterov=True), "nesterov needs a momentum above 0"),
-    (lambda: Adam(1e-3, betas=(1.0, 0.9)), "betas[0] must be at least 0.0 and below 1.0"),
+    (lambda: Adam(1e-3, betas=(1.0, 0.9)),
+     "betas[0] must be a finite number at least 0.0 and below 1.0, not 1.0"),
+    (lambda: Adam(float("nan")), "lr must be a finite number at least 0.0, not nan"),
+    (lambda: SGD(0.1, momentum=True), "momentum must be a finite number at least 0.0, not True"),
     (lambda: make_optimizer("lamb", lr=1.0), "optimizer must be one of sgd, adam, adamw"),
     (lambda: make_optimizer("sgd", lr=1.0, betas=(0.9, 0.9)), "sgd: "),
 ])
@@ -116,3 +119,9 @@ def test_gradient_shape_and_step_are_checked():
         opt.step(p, np.zeros(3), {}, 1)
     with pytest.raises(ValueError, match="t must be a step number from 1"):
         opt.step(p, np.zeros((2, 2)), {}, 0)
+
+
+def test_the_registry_is_what_make_optimizer_offers():
+    assert list(OPTIMIZERS) == ["sgd", "adam", "adamw"]
+    for name, cls in OPTIMIZERS.items():
+        assert type(make_optimizer(name, lr=0.1)) is cls and cls.name == name

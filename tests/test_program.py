@@ -6,7 +6,7 @@ import pytest
 
 from wse.fabric.config import MeshConfig
 from wse.fabric.pe_model import CoreModel
-from wse.fabric.program import MAX_READ, GemmProgram, Placement, compile_gemm
+from wse.fabric.program import MAX_READ, GemmProgram, Placement, compile_gemm, compile_gemm_csr
 from wse.rtl.core_params import Y_BASE
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
@@ -244,6 +244,70 @@ def test_weight_wavelets_match_the_pe_builders():
     assert compile_gemm(CFG, W, balance=False, raw=True).streams[1][0] == cr(p, 0, raw=True)
 
 
+# Compressed rows ----------------------------------------------------------------------------------
+
+def csr(W, *, explicit_zeros=None):
+    """``(indptr, indices, values)`` of ``W``'s nonzeros, plus the entries where
+    ``explicit_zeros`` is set (stored as zeros)."""
+    keep = W != 0 if explicit_zeros is None else (W != 0) | explicit_zeros
+    rows, cols = np.nonzero(keep)
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=W.shape[0]))))
+    return indptr.astype(np.int32), cols.astype(np.int32), W[rows, cols].astype(np.int16)
+
+
+def same_program(a, b):
+    assert a.streams == b.streams
+    assert (a.weights_per_row == b.weights_per_row).all() and a.nnz == b.nnz
+    assert a.in_placement == b.in_placement and a.out_placement == b.out_placement
+    assert (a.n_out, a.n_in, a.tokens, a.raw, a.zeros) == (b.n_out, b.n_in, b.tokens, b.raw,
+                                                           b.zeros)
+    assert (a.W == b.W).all() and a.density == b.density
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compressed_rows_compile_to_the_dense_program(seed):
+    rng = np.random.default_rng(seed)
+    rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    config = MeshConfig(rows=rows, cols=cols, n_feat=16, n_tok=4, n_out=16)
+    n_out, n_in = int(rng.integers(1, rows * 16 + 1)), int(rng.integers(1, rows * 16 + 1))
+    W = sparse(rng, (n_out, n_in), float(rng.choice([0.0, 0.05, 0.3, 1.0])), -32768, 32767)
+    X = sparse(rng, (n_in, int(rng.integers(1, config.max_tokens + 1))), 0.5)
+    options = dict(raw=bool(rng.integers(2)), balance=bool(rng.integers(2)),
+                   zeros=bool(seed % 3 == 0))
+    explicit = rng.random(W.shape) < 0.1          # stored zeros are not streamed either
+    dense = compile_gemm(config, W, X, **options)
+    sparse_prog = compile_gemm_csr(config, W.shape, *csr(W, explicit_zeros=explicit), X,
+                                   **options)
+    same_program(dense, sparse_prog)
+    assert dense.useful_macs() == sparse_prog.useful_macs()
+    assert dense.load_streams() == sparse_prog.load_streams()
+
+
+def test_compressed_rows_never_need_a_dense_w():
+    config = MeshConfig(rows=2, cols=1, n_feat=4, n_tok=4, n_out=4)
+    prog = compile_gemm_csr(config, (3, 5), [0, 2, 2, 3], [1, 4, 0], [7, -2, 0])
+    assert prog._W is None                    # built only if someone asks for W
+    assert prog.nnz == 2 and prog.density == 2 / 15
+    assert prog.W.tolist() == [[0, 7, 0, 0, -2], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]]
+    assert not prog.W.flags.writeable
+    same_program(prog, compile_gemm(config, prog.W))
+
+
+@pytest.mark.parametrize("args, message", [
+    (((3, 5), [0, 1, 2], [0, 1], [1, 1]), r"^indptr must be 4 non-decreasing offsets from 0"),
+    (((3, 5), [0, 1, 1, 2], [0, 5], [1, 1]), r"^indices must be columns in 0\.\.4, not 5$"),
+    (((3, 5), [0, 2, 2, 2], [3, 1], [1, 1]), r"^indices must be ascending within each row$"),
+    (((3, 5), [0, 2, 2, 2], [1, 1], [1, 1]), r"^indices must be ascending within each row$"),
+    (((3, 5), [0, 1, 1, 1], [0], [40000]), r"^values must fit in the operand range of int16"),
+    (((3, 5), [0, 1, 1, 1], [0], [1.5]), r"^values must hold integers, not 1\.5"),
+    (((0, 5), [0], [], []), r"^shape\[0\] must be a positive integer, not 0$"),
+    ((5, [0], [], []), r"^shape must be a pair \(n_out, n_in\), not 5$"),
+])
+def test_compressed_rows_are_checked(args, message):
+    with pytest.raises(ValueError, match=message):
+        compile_gemm_csr(CFG, *args)
+
+
 # Load, read, decode -------------------------------------------------------------------------------
 
 def test_x_blocks_deal_tokens_to_columns_and_features_to_slots():
@@ -259,9 +323,9 @@ def test_x_blocks_deal_tokens_to_columns_and_features_to_slots():
         assert block.shape == (p.slots_per_row()[r], 4) and block.dtype == np.int64
         for s in range(block.shape[0]):
             (i,) = np.flatnonzero((p.row_of == r) & (p.slot_of == s))
-            for l in range(4):
-                t = l * 2 + c
-                assert block[s, l] == (X[i, t] if t < 7 else 0)
+            for lt in range(4):
+                t = lt * 2 + c
+                assert block[s, lt] == (X[i, t] if t < 7 else 0)
 
 
 def test_load_streams_give_every_core_its_block():
@@ -331,10 +395,10 @@ def y_to_outlets(prog, Y, rng):
         for r, slots in enumerate(p.slots_per_row()):
             block = np.zeros((slots, cfg.n_tok), dtype=np.int64)
             for o in np.flatnonzero(p.row_of == r):
-                for l in range(cfg.n_tok):
-                    t = l * cfg.cols + c
+                for lt in range(cfg.n_tok):
+                    t = lt * cfg.cols + c
                     if t < prog.tokens:
-                        block[p.slot_of[o], l] = Y[o, t]
+                        block[p.slot_of[o], lt] = Y[o, t]
             per_row.append(list(pack(block.ravel() & 0xFFFFFFFF, cfg.plan.out(r)).tolist()))
         outlets[c] = interleave(per_row, rng)
     return outlets
@@ -394,8 +458,8 @@ def test_decode_raw_takes_outputs_in_order_per_owner():
         for r in range(2):
             words = []
             for o in np.flatnonzero(outp.row_of == r):       # CR order
-                for l in range(2):
-                    t = l * 3 + c
+                for lt in range(2):
+                    t = lt * 3 + c
                     words.append(int(totals[o, t]) & 0xFFFFFFFF if t < 5 else 0)
             per_row.append(pack(np.array(words, dtype=np.uint64), config.plan.out(r)).tolist())
         outlets[c] = interleave(per_row, rng)

@@ -6,7 +6,7 @@ import pytest
 from wse.fabric.config import MeshConfig
 from wse.host.layer_stream import LayerStream
 from wse.host.messages import decode, encode
-from wse.host.swarmx import SwarmError, SwarmX, Tree
+from wse.host.swarmx import SwarmError, SwarmX, Tree, check_ray_version, ray_init_kwargs
 from wse.rtl.numfmt import FixedPoint
 
 
@@ -82,3 +82,68 @@ def test_a_failing_system_is_named():
     with SwarmX(2, worker={"config": config}) as swarm:
         with pytest.raises(SwarmError, match="system 0: ValueError: layer 0 needs the input"):
             swarm.broadcast(_layer().to_bytes(), [{"op": "forward", "layer": 0, "last": True}] * 2)
+
+
+# -- Ray ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version, ok", [("2.52.0", True), ("2.60.0", True), ("3.0.0rc1", True),
+                                         ("2.51.2", False), ("2.9.3", False), ("dev", False)])
+def test_ray_needs_the_release_with_token_authentication(version, ok):
+    if ok:
+        check_ray_version(version)
+        return
+    with pytest.raises(SwarmError) as info:
+        check_ray_version(version)
+    assert str(info.value) == (f"the ray transport needs Ray 2.52.0 or later (the first release "
+                               f"with token authentication), not {version}: pip install "
+                               f"'ray>=2.52.0'")
+
+
+def test_an_old_ray_is_refused_before_it_starts(monkeypatch):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "__version__", "2.40.0")
+    with pytest.raises(SwarmError, match="needs Ray 2.52.0 or later"):
+        SwarmX(1, transport="ray", worker={"config": MeshConfig(1, 1).to_dict()})
+    assert not ray.is_initialized()
+
+
+def test_a_local_ray_listens_on_loopback_only_and_a_cluster_is_joined_as_given():
+    local = ray_init_kwargs(3)
+    assert local["_node_ip_address"] == "127.0.0.1" and local["include_dashboard"] is False
+    assert local["address"] is None and local["num_cpus"] == 3
+    remote = ray_init_kwargs(3, "10.0.0.5:6379")
+    assert remote["address"] == "10.0.0.5:6379" and "_node_ip_address" not in remote
+    assert remote["include_dashboard"] is False and "num_cpus" not in remote
+
+
+def _listening(process):
+    """The inet addresses ``process`` and its descendants listen on."""
+    psutil = pytest.importorskip("psutil")
+    found = []
+    for p in (process, *process.children(recursive=True)):
+        try:
+            found += [(p.name(), c.laddr.ip) for c in p.net_connections(kind="inet")
+                      if c.status == psutil.CONN_LISTEN]
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_the_local_ray_serves_on_loopback_only():
+    """A local Ray started by SwarmX: every server of it (GCS, raylet, workers, this driver)
+    listens on 127.0.0.1 only, and the forward pass is the in-process one."""
+    ray = pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    if ray.is_initialized():
+        pytest.skip("a Ray is already running in this process")
+    config = MeshConfig(1, 2, n_feat=8, n_tok=4, n_out=8).to_dict()
+    x = np.random.default_rng(5).integers(0, 256, (8, 12))
+    with SwarmX(1, worker={"config": config}) as one:
+        _, want, _ = _forward(one, x)
+    with SwarmX(2, transport="ray", worker={"config": config}) as swarm:
+        _, got, _ = _forward(swarm, x)
+        sockets = _listening(psutil.Process())
+    assert np.array_equal(got, want)
+    assert {name for name, _ in sockets} >= {"gcs_server", "raylet"}
+    assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1", "::1") for _, ip in sockets), sockets
+    assert not ray.is_initialized()

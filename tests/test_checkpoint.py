@@ -1,0 +1,193 @@
+"""Checkpoints that must be refused: a member whose header lies about its size, metadata that is
+well hashed but wrong, non-finite state, and a resume on other data settings. Each is a one-line
+``CheckpointError`` naming the problem, and neither the file nor the running store changes."""
+
+import hashlib
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from wse.host import checkpoint
+from wse.host.checkpoint import CheckpointError
+from wse.host.train import Trainer, TrainSettings
+
+SETTINGS = {"steps": 6, "hidden": (16,), "batch": 16}
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A checkpoint after 3 of 6 steps."""
+    path = tmp_path_factory.mktemp("ckpt") / "ckpt.npz"
+    with Trainer(TrainSettings(**SETTINGS)) as trainer:
+        for _ in range(3):
+            trainer.step()
+        trainer.save(path)
+    return path
+
+
+def _state(trainer):
+    mx = trainer.memoryx
+    return (mx.digest(), mx.t, mx.rng.bit_generator.state["state"], trainer.step_index,
+            len(trainer.history), len(trainer.evaluations), dict(trainer.counts),
+            trainer.golden_checks, dict(trainer.swarm.link_bytes),
+            {s.name: mx.store.get(s.name)["W.exp_avg"].tobytes() for s in mx.layers})
+
+
+def _refused(path, message, **settings):
+    """Resuming from ``path`` raises a one-line CheckpointError containing ``message``; the
+    file and a trainer one step in are unchanged."""
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    with Trainer(TrainSettings(**(SETTINGS | settings))) as trainer:
+        trainer.step()
+        before = _state(trainer)
+        with pytest.raises(CheckpointError) as info:
+            trainer.resume(path)
+        assert _state(trainer) == before
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    text = str(info.value)
+    assert message in text and "\n" not in text, text
+    return text
+
+
+def _rewritten(saved, tmp_path, change_meta=None, change_arrays=None):
+    """A copy of ``saved`` with its metadata or arrays changed and the SHA-256 recomputed (a
+    checkpoint whose hashes are valid but whose contents are wrong)."""
+    meta, arrays = checkpoint.load(saved)
+    if change_meta is not None:
+        change_meta(meta)
+    if change_arrays is not None:
+        change_arrays(arrays)
+    path = tmp_path / "bad.npz"
+    checkpoint.save(path, meta, arrays)
+    return path
+
+
+# -- members that lie ---------------------------------------------------------------------------
+
+def _replace_member(saved, tmp_path, name, data):
+    path = tmp_path / "bad.npz"
+    with zipfile.ZipFile(saved) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, data if info.filename == name else src.read(info))
+    return path
+
+
+def test_a_member_claiming_a_huge_shape_is_refused_before_any_allocation(saved, tmp_path):
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": (10 ** 6, 10 ** 6)})
+    path = _replace_member(saved, tmp_path, "fc0/W.npy", header.getvalue() + bytes(64))
+    text = _refused(path, "fc0/W")
+    assert "its header claims a 1000000x1000000 float32 array" in text
+
+
+def test_a_member_of_objects_is_refused(saved, tmp_path):
+    data = io.BytesIO()
+    np.save(data, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    path = _replace_member(saved, tmp_path, "fc0/b.npy", data.getvalue())
+    _refused(path, "[fc0/b] holds object values; only numbers are accepted")
+
+
+# -- well hashed, wrong -------------------------------------------------------------------------
+
+def _set(field, value):
+    def change(meta):
+        meta["extra"][field] = value
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_set("step", -1), "step must be an integer of at least 0, not -1"),
+    (_set("step", 7), "is at step 7, beyond this run's 6 steps: resume with the steps or epochs"),
+    (_set("step", 2.0), "step must be an integer of at least 0, not 2.0"),
+    (_set("step", "3"), "step must be an integer of at least 0, not '3'"),
+    (_set("step", True), "step must be an integer of at least 0, not True"),
+    (_set("step", 2), "step 2 does not match its optimizer step count t = 3"),
+    (_set("history", {}), "history must be a list, not {}"),
+    (lambda m: m["extra"]["history"].pop(), "history must hold one record per step (3), not 2"),
+    (lambda m: m["extra"]["history"][1].update(loss=float("nan")),
+     "history[1].loss must be a finite number at least 0.0, not nan"),
+    (lambda m: m["extra"]["history"][0].update(accuracy="high"),
+     "history[0].accuracy must be a finite number at least 0.0 and at most 1.0, not 'high'"),
+    (lambda m: m["extra"]["history"][2].update(step=5),
+     "history[2].step must be an integer in 2..2, not 5"),
+    (lambda m: m["extra"]["history"][0].pop("mesh_cycles"), "history[0] must be a table of"),
+    (_set("evaluations", [{"step": 9, "test_accuracy": 0.5}]),
+     "evaluations[0].step must be an integer in 1..3, not 9"),
+    (_set("counts", {"gradients_beyond_32_bits": 0, "mesh_overflows": -2}),
+     "counts.mesh_overflows must be an integer of at least 0, not -2"),
+    (_set("counts", [0, 0]), "counts must be a table of gradients_beyond_32_bits, mesh_overflows"),
+    (_set("golden_checks", None), "golden_checks must be an integer of at least 0, not None"),
+    (_set("link_bytes", {"broadcast": 1.5, "reduce": 0}),
+     "link_bytes.broadcast must be an integer of at least 0, not 1.5"),
+    (lambda m: m["extra"].pop("data"), "does not record its data settings (seed, batch)"),
+    (lambda m: m["extra"]["data"].update(seed="0"), "data.seed must be an integer, not '0'"),
+    (lambda m: m.update(extra=None), "holds no training run"),
+    (lambda m: m["memoryx"].update(t=-3),
+     "its optimizer step count t must be an integer of at least 0, not -3"),
+    (lambda m: m["memoryx"]["rng"]["state"].update(state=-1),
+     "has no valid mask generator state"),
+    (lambda m: m["memoryx"]["rng"]["state"].update(inc=2.5), "has no valid mask generator state"),
+    (lambda m: m["memoryx"].update(t=3.5),
+     "its optimizer step count t must be an integer of at least 0, not 3.5"),
+])
+def test_wrong_metadata_is_named_and_changes_nothing(saved, tmp_path, change, message):
+    _refused(_rewritten(saved, tmp_path, change_meta=change), message)
+
+
+def _poke(name, value, where=(0, 0)):
+    def change(arrays):
+        arrays[name] = arrays[name].copy()
+        arrays[name][where] = value
+    return change
+
+
+def _first_dead(saved):
+    _, arrays = checkpoint.load(saved)
+    return tuple(int(i) for i in np.argwhere(~arrays["fc0/mask"])[0])
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("fc0/W", np.nan, "fc0/W holds nan at [0, 0]"),
+    ("fc1/b", np.inf, "fc1/b holds inf at [0]"),
+    ("fc0/W.exp_avg", -np.inf, "fc0/W.exp_avg holds -inf at [0, 0]"),
+    ("fc1/W.exp_avg_sq", -1.0, "fc1/W.exp_avg_sq holds negative values"),
+])
+def test_non_finite_state_is_refused(saved, tmp_path, name, value, message):
+    where = (0,) if name.endswith("/b") else (0, 0)
+    path = _rewritten(saved, tmp_path, change_arrays=_poke(name, value, where))
+    _refused(path, message)
+
+
+def test_a_weight_outside_the_mask_is_refused(saved, tmp_path):
+    path = _rewritten(saved, tmp_path, change_arrays=_poke("fc0/W", 0.5, _first_dead(saved)))
+    _refused(path, "fc0/W is not zero outside the layer's mask")
+
+
+# -- other data ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("seed", 1, "was trained with seed 0, this run has seed 1: resume with --seed 0"),
+    ("batch", 12, "was trained with batch 16, this run has batch 12: resume with --batch 16"),
+])
+def test_a_resume_on_other_data_settings_is_refused(saved, setting, value, message):
+    _refused(saved, message, **{setting: value})
+
+
+def test_the_checkpoint_records_its_data_settings(saved):
+    meta, _ = checkpoint.load(saved)
+    assert meta["extra"]["data"] == {"seed": 0, "batch": 16}
+    json.dumps(meta)
+
+
+def test_a_good_checkpoint_still_resumes_exactly(saved):
+    with Trainer(TrainSettings(**SETTINGS)) as straight:
+        want = straight.run()
+    with Trainer(TrainSettings(**SETTINGS)) as resumed:
+        resumed.resume(saved)
+        got = resumed.run()
+    assert got["weights_digest"] == want["weights_digest"]
+    assert got["history"] == want["history"]
