@@ -343,7 +343,8 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
     Parameters
     ----------
     config : MeshConfig
-    W : (n_out, n_in) integers in the format's operand range.
+    W : (n_out, n_in) integers in the format's operand range, or a :class:`SparseRows`
+        (then compiled as by :func:`compile_gemm_csr`, never made dense).
     X : (n_in, tokens) integers in the operand range, optional (the streams do not depend on
         it; :meth:`GemmProgram.load_streams` and the figures use it by default).
     n_tokens : int, optional
@@ -371,6 +372,11 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
     """
     if not isinstance(config, MeshConfig):
         raise ValueError(f"config must be a MeshConfig, not {config!r}")
+    if isinstance(W, SparseRows):
+        return compile_gemm_csr(config, W.shape, W.indptr, W.indices, W.values, X,
+                                n_tokens=n_tokens, in_placement=in_placement,
+                                out_placement=out_placement, balance=balance, raw=raw,
+                                zeros=zeros)
     W = _operands(config.fmt, W, "W")
     if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "

@@ -88,7 +88,7 @@ class MeshWorker:
         cycles, dense = [], []
 
         def block(Wb, Xb, raw):
-            result = self.system.gemm(Wb.dense(), Xb, raw=raw, counters=False)
+            result = self.system.gemm(Wb, Xb, raw=raw, counters=False)
             program = result.program
             if self.check_golden:
                 Y, totals = gemm_reference(self.config, program, Xb)

@@ -200,7 +200,8 @@ class System(ABC):
 
     def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
              counters=True):
-        """``Y = W @ X`` on this mesh (``docs/mesh.md``): load ``X``, stream ``W``'s nonzeros,
+        """``Y = W @ X`` on this mesh (``docs/mesh.md``): load ``X``, stream ``W``'s nonzeros
+        (``W`` dense, or a :class:`~wse.fabric.tiling.SparseRows`, compiled without a dense copy),
         read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`.
 
         With ``counters`` the compute phase's counters are read before and after it (two more

@@ -7,6 +7,7 @@ import pytest
 from wse.fabric.config import MeshConfig
 from wse.fabric.pe_model import CoreModel
 from wse.fabric.program import MAX_READ, GemmProgram, Placement, compile_gemm, compile_gemm_csr
+from wse.fabric.tiling import SparseRows
 from wse.rtl.core_params import Y_BASE
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
@@ -281,6 +282,9 @@ def test_compressed_rows_compile_to_the_dense_program(seed):
     same_program(dense, sparse_prog)
     assert dense.useful_macs() == sparse_prog.useful_macs()
     assert dense.load_streams() == sparse_prog.load_streams()
+    rows_prog = compile_gemm(config, SparseRows.from_dense(W), X, **options)   # the System's path
+    assert rows_prog._W is None               # compiled without a dense W
+    same_program(dense, rows_prog)
 
 
 def test_compressed_rows_never_need_a_dense_w():
