@@ -9,8 +9,8 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
   after a CR takes a cycle) and waits while every accumulator buffer but the active one is
   still with the engine;
 - the engine reduces outputs in order, ``n_tok`` cycles each when they queue (``n_tok + 2``
-  from idle); it starts an output the cycle after its CR, and its first token waits for the first psum token of every
-  neighbour it needs (that neighbour's first token plus ``hop`` cycles);
+  from idle); it starts an output the cycle after its CR, and its first token waits for the
+  first psum token of every neighbour it needs (that neighbour's first token plus ``hop`` cycles);
 - every column runs the same stream, so a row's time is its slowest column's;
 - the phase ends when the last engine has sent its last token, plus the drain to the outlets.
 

@@ -283,7 +283,8 @@ def test_compressed_rows_compile_to_the_dense_program(seed):
     assert dense.useful_macs() == sparse_prog.useful_macs()
     assert dense.load_streams() == sparse_prog.load_streams()
     rows_prog = compile_gemm(config, SparseRows.from_dense(W), X, **options)   # the System's path
-    assert rows_prog._W is None               # compiled without a dense W
+    if not options["zeros"]:                  # (streaming zeros needs every entry)
+        assert rows_prog._W is None           # compiled without a dense W
     same_program(dense, rows_prog)
 
 
