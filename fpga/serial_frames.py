@@ -26,7 +26,7 @@ from wse.rtl.validate import integer
 __all__ = [
     "SYNC", "CRC", "MAX_PORTS", "PAYLOAD_BYTES", "HOST_FRAME_BYTES", "DEFAULT_FIFO_DEPTH",
     "Op", "Flag", "FrameError", "Status", "crc8",
-    "wavelet_frame", "status_request", "decode_host_frame",
+    "raw_frame", "wavelet_frame", "status_request", "decode_host_frame",
     "outlet_frame", "credit_frame", "status_frame", "reply_length", "ReplyDecoder",
 ]
 
@@ -86,7 +86,9 @@ def crc8(data):
     return CRC.compute(data)
 
 
-def _frame(command, payload):
+def raw_frame(command, payload):
+    """A frame of any ``command`` byte and ``payload`` bytes, unchecked: the typed builders below
+    check their arguments; this one also makes the frames a host never sends (for tests)."""
     body = bytes([command]) + bytes(payload)
     return bytes([SYNC]) + body + bytes([crc8(body)])
 
@@ -100,13 +102,13 @@ def _word(word):
 
 def wavelet_frame(row, word):
     """The host frame that puts packed wavelet ``word`` into the intake of ``row``."""
-    return _frame(Op.WAVELET | integer("row", row, 0, MAX_PORTS - 1), _word(word))
+    return raw_frame(Op.WAVELET | integer("row", row, 0, MAX_PORTS - 1), _word(word))
 
 
 def status_request():
     """The host frame that asks for a status reply once every wavelet sent has been taken,
     the mesh is idle and every outlet wavelet has been sent back."""
-    return _frame(Op.STATUS, bytes(PAYLOAD_BYTES))
+    return raw_frame(Op.STATUS, bytes(PAYLOAD_BYTES))
 
 
 def decode_host_frame(frame, rows):
@@ -136,18 +138,18 @@ def decode_host_frame(frame, rows):
 
 def outlet_frame(col, word):
     """The bridge's frame for packed wavelet ``word`` leaving outlet ``col``."""
-    return _frame(Op.WAVELET | integer("col", col, 0, MAX_PORTS - 1), _word(word))
+    return raw_frame(Op.WAVELET | integer("col", col, 0, MAX_PORTS - 1), _word(word))
 
 
 def credit_frame(row, count):
     """The bridge's frame returning ``count`` wavelets of credit for ``row``."""
-    return _frame(Op.CREDIT | integer("row", row, 0, MAX_PORTS - 1),
+    return raw_frame(Op.CREDIT | integer("row", row, 0, MAX_PORTS - 1),
                   bytes([integer("count", count, 0, 255)]) + bytes(PAYLOAD_BYTES - 1))
 
 
 def status_frame(cycles, flags, bad_frames):
     """The bridge's status reply."""
-    return _frame(Op.STATUS, integer("cycles", cycles, 0, (1 << 32) - 1).to_bytes(4, "little")
+    return raw_frame(Op.STATUS, integer("cycles", cycles, 0, (1 << 32) - 1).to_bytes(4, "little")
                   + bytes([integer("flags", flags, 0, 255)])
                   + integer("bad_frames", bad_frames, 0, 0xFFFF).to_bytes(2, "little"))
 

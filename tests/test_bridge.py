@@ -82,9 +82,9 @@ def test_host_frames_decode_and_every_fault_is_named():
         sf.wavelet_frame(2, 5): "row 2 is outside the 2-row mesh",
         b"\x5a" + good[1:]: "sync byte",
         good[:7]: "has 8 bytes, not 7",
-        sf._frame(0x41, bytes(5)): "unknown command 0x41",
-        sf._frame(0x00, bytes([0, 0, 0, 0, 0x40])): "reserved payload bits",
-        sf._frame(0x80, bytes([1, 0, 0, 0, 0])): "payload must be zero",
+        sf.raw_frame(0x41, bytes(5)): "unknown command 0x41",
+        sf.raw_frame(0x00, bytes([0, 0, 0, 0, 0x40])): "reserved payload bits",
+        sf.raw_frame(0x80, bytes([1, 0, 0, 0, 0])): "payload must be zero",
     }
     for frame, message in cases.items():
         with pytest.raises(sf.FrameError, match=message):
@@ -196,10 +196,10 @@ def test_bridge_turns_good_frames_into_wavelets_and_counts_every_bad_one():
     corrupt[3] ^= 0x04                                   # a bit flipped on the line
     frames += [bytes(corrupt),
                sf.wavelet_frame(0, good[2]),
-               sf._frame(0x01, bytes(5)),                # row 1 of a 1-row mesh
+               sf.raw_frame(0x01, bytes(5)),                # row 1 of a 1-row mesh
                sf.wavelet_frame(0, pe_model.load(core, [5])[0]),    # sent with a framing error
                b"\x33",                                  # a stray byte between frames
-               sf._frame(0x41, bytes(5)),                # a command the host never sends
+               sf.raw_frame(0x41, bytes(5)),                # a command the host never sends
                sf.wavelet_frame(0, good[3]), sf.status_request()]
     stream = b"".join(frames)
     framing = stream.index(frames[5]) + 4
