@@ -3,12 +3,12 @@ imply."""
 
 import dataclasses
 import math
-import operator
 import re
 from dataclasses import dataclass, field, fields
 
 from wse.rtl.core_params import CoreParams
 from wse.rtl.numfmt import FixedPoint
+from wse.rtl.validate import count
 
 from .routes import ColorPlan
 
@@ -50,10 +50,7 @@ class MeshConfig:
 
     def __post_init__(self):
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
-            value = operator.index(getattr(self, name))
-            if value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, count(name, getattr(self, name)))
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges))
         self.core(0, 0)      # validates the core parameters
 

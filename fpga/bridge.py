@@ -7,7 +7,6 @@ are ``amaranth.lib.crc`` processors of the frames' CRC (:data:`fpga.serial_frame
 taking a byte in the cycle the UART hands it over or takes it.
 """
 
-import operator
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -17,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
 from wse.fpga.serial_frames import CRC, DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op
+from wse.rtl.validate import integer
 from wse.rtl.wavelet import WAVELET_BITS
 
 from .uart import UARTRx, UARTTx, divisor_for
@@ -77,12 +77,7 @@ class MeshBridge(wiring.Component):
             raise ValueError(f"the bridge addresses at most {MAX_PORTS} rows and columns, "
                              f"not a {config.rows}x{config.cols} mesh")
         self.divisor = divisor_for(clk_hz, baud)
-        try:
-            depth = operator.index(fifo_depth)
-        except TypeError:
-            raise TypeError(f"fifo_depth must be an integer, not {fifo_depth!r}") from None
-        if not 2 <= depth <= 256:
-            raise ValueError(f"fifo_depth must be in 2..256, not {fifo_depth!r}")
+        depth = integer("fifo_depth", fifo_depth, 2, 256)
         self.config, self.clk_hz, self.baud, self.fifo_depth = config, clk_hz, baud, depth
         self.credit = depth // 2
         self.mesh = AxiStreamMesh(config, shared_tile=shared_tile)

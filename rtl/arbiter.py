@@ -1,10 +1,11 @@
 """Round-robin arbitration for one stream output."""
 
-import operator
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from . import validate
 
 __all__ = ["RoundRobin"]
 
@@ -44,10 +45,7 @@ class RoundRobin(wiring.Component):
     """
 
     def __init__(self, count, *, hold=True):
-        count = operator.index(count)
-        if count < 1:
-            raise ValueError(f"Requester count must be a positive integer, not {count!r}")
-        self._count = count
+        self._count = validate.count("Requester count", count)
         self._hold = bool(hold)
         super().__init__({
             "requests": In(count),

@@ -60,9 +60,7 @@ class RouteTable:
             self[color] = positions
 
     def __setitem__(self, color, positions):
-        color = operator.index(color)
-        if not 0 <= color < self.n_colors:
-            raise ValueError(f"Route color must be in 0..{self.n_colors - 1}, not {color!r}")
+        color = integer("Route color", color, 0, self.n_colors - 1)
         if isinstance(positions, (Position, tuple)) or (
                 isinstance(positions, list) and len(positions) == 2
                 and all(isinstance(p, (str, int)) for p in positions)):

@@ -338,7 +338,7 @@ def test_bridge_parameters_are_checked_with_clear_messages():
         MeshBridge(ONE, clk_hz=3_000_000, baud=1_000_000)
     with pytest.raises(ValueError, match=r"^baud 115200 from clk_hz 1000000 \(divisor 8\) is off"):
         MeshBridge(ONE, clk_hz=1_000_000, baud=115_200)
-    with pytest.raises(ValueError, match=r"^fifo_depth must be in 2..256, not 1$"):
+    with pytest.raises(ValueError, match=r"^fifo_depth must be an integer in 2..256, not 1$"):
         MeshBridge(ONE, clk_hz=8_000_000, baud=1_000_000, fifo_depth=1)
     assert MeshBridge(ONE, clk_hz=24_000_000, baud=115_200).divisor == 208
     for kwargs, message in [({"baud": 0}, r"^baud must be a positive integer, not 0$"),

@@ -24,7 +24,7 @@ def test_json_round_trip():
 
 @pytest.mark.parametrize("args, message", [
     ((0,), r"^n_colors must be an integer in 1\.\.32, not 0$"),
-    ((24, {24: ("W", "E")}), r"^Route color must be in 0\.\.23, not 24$"),
+    ((24, {24: ("W", "E")}), r"^Route color must be an integer in 0\.\.23, not 24$"),
     ((24, {1: [("W", "E")] * 5}), r"^Color 1 must have 1\.\.4 switch positions, not 5$"),
     ((24, {1: []}), r"^Color 1 must have 1\.\.4 switch positions, not 0$"),
     ((24, {1: "WE"}), r"^Route of color 1 must be a position or a list of positions, not 'WE'$"),
