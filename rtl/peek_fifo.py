@@ -4,6 +4,8 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .validate import integer
+
 __all__ = ["PeekFIFO"]
 
 
@@ -28,8 +30,7 @@ class PeekFIFO(wiring.Component):
     """
 
     def __init__(self, width, depth):
-        if not isinstance(depth, int) or depth < 2:
-            raise ValueError(f"depth must be an integer of at least 2, not {depth!r}")
+        depth = integer("depth", depth, 2)
         self.width, self.depth = width, depth
         super().__init__({
             "w_data": In(width), "w_en": In(1), "w_rdy": Out(1),

@@ -1,7 +1,6 @@
 """The 5-port fabric router: per-color multicast routes, switch positions, run-time
 configuration."""
 
-import operator
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, stream, wiring
@@ -119,7 +118,7 @@ class Router(wiring.Component):
                  ramp_rotates=False, straps=False, ramp_accept=False):
         n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         if cfg_color is not None:
-            cfg_color = operator.index(cfg_color)
+            cfg_color = integer("cfg_color", cfg_color)
             if n_colors == MAX_COLORS:
                 raise ValueError(f"cfg_color must be None when all {MAX_COLORS} colors are "
                                  f"routable, not {cfg_color!r}")
@@ -143,7 +142,7 @@ class Router(wiring.Component):
         n_queues = integer("n_queues", n_queues, 1, 8)
         if queue_map is None:
             queue_map = [color % n_queues for color in range(MAX_COLORS)]
-        queue_map = [operator.index(q) for q in queue_map]
+        queue_map = [integer("queue_map entry", q) for q in queue_map]
         if len(queue_map) != MAX_COLORS or not all(0 <= q < n_queues for q in queue_map):
             raise ValueError(f"queue_map must give a queue in 0..{n_queues - 1} for each of the "
                              f"{MAX_COLORS} colors, not {queue_map!r}")

@@ -4,6 +4,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .validate import count
+
 __all__ = ["ShiftFIFO"]
 
 
@@ -24,8 +26,7 @@ class ShiftFIFO(wiring.Component):
     """
 
     def __init__(self, *, width, depth):
-        if not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"depth must be a positive integer, not {depth!r}")
+        depth = count("depth", depth)
         self.width, self.depth = width, depth
         super().__init__({
             "w_data": In(width), "w_en": In(1), "w_rdy": Out(1),
