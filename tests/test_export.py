@@ -156,3 +156,32 @@ def test_output_must_be_the_verilog_file(tmp_path):
     result = invoke("export", "--mesh", "1x1", "-o", tmp_path / "mesh.vlt")
     assert result.exit_code == 2
     assert "must be the Verilog file (such as mesh.v)" in result.output
+
+
+@pytest.mark.parametrize("subcommand", [[], ["router"]])
+@pytest.mark.parametrize("where, message", [
+    (lambda d: d / "missing" / "mesh.v", "does not exist (create it first)"),
+    (lambda d: d / "file" / "mesh.v", "is not a directory"),
+    (lambda d: d / "mesh.sv", "file name must end in .v, not"),
+])
+def test_output_is_checked_before_anything_runs(tmp_path, subcommand, where, message):
+    (tmp_path / "file").write_text("a regular file\n")
+    mesh = [] if subcommand else ["--mesh", "1x1"]
+    result = invoke("export", *mesh, *subcommand, "-o", where(tmp_path))
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_warning_without_a_waiver_fails_the_export(tmp_path, monkeypatch):
+    from wse.sim import export_mesh
+
+    reasons = dict(export_mesh.WAIVERS)
+    reasons.pop("WIDTHEXPAND")                  # as if Verilator raised a rule nobody reviewed
+    monkeypatch.setattr(export_mesh, "WAIVERS", reasons)
+    result = invoke("export", "--mesh", "1x1", "-o", tmp_path / "mesh.v")
+    assert result.exit_code == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: Verilator -Wall raises ")
+    assert "WIDTHEXPAND" in errors[0] and "does not waive" in errors[0]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .options import console, mesh_shape
+from .options import console, mesh_shape, output_file
 
 __all__ = ["export"]
 
@@ -42,13 +42,17 @@ def _core_options(command):
     return command
 
 
+_VERILOG = output_file(".v", "the Verilog")
+
+
 def _verilog_path(ctx, param, value):
-    """Click callback: ``-o`` must name the Verilog file, not one of the two written beside it."""
+    """Click callback: ``-o`` must name the Verilog file (``.v``, in a writable directory that
+    exists), not one of the two written beside it."""
     if value is not None and value.suffix in (".vlt", ".core"):
         raise click.BadParameter(f"must be the Verilog file (such as mesh.v), not {value}: "
                                  f"the {value.suffix} file is written beside it", ctx=ctx,
                                  param=param)
-    return value
+    return _VERILOG(ctx, param, value)
 
 
 @click.group(invoke_without_command=True, subcommand_metavar="[COMMAND [ARGS]...]")
@@ -85,6 +89,11 @@ def export(ctx, mesh, output, **core):
     with console.status(f"exporting a {mesh[0]}x{mesh[1]} mesh and linting it"):
         written = export_mesh(config, output)
     _print_mesh(written)
+    if written.unwaived:
+        raise click.ClickException(
+            f"Verilator -Wall raises {', '.join(written.unwaived)} on {written.verilog}, which "
+            f"{written.vlt.name} does not waive (no reason in wse.sim.export_mesh.WAIVERS): "
+            f"fix the cause or record why it is safe")
     for path in (written.verilog, written.vlt, written.core):
         click.echo(path)
 
@@ -137,7 +146,7 @@ def _print_mesh(written):
 
 @export.command("router")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("router.v"), show_default=True)
+              default=Path("router.v"), show_default=True, callback=_VERILOG)
 @click.option("--colors", type=int, default=24, show_default=True)
 @click.option("--queues", type=int, default=2, show_default=True)
 @click.option("--depth", type=int, default=4, show_default=True)

@@ -16,29 +16,9 @@ from rich.table import Table
 
 from wse.host.npyio import ArrayFileError, load_npy
 
-from .options import BACKENDS, BOARD_BACKEND, BOARDS, MESH_OPTION, Number, console
+from .options import BACKENDS, BOARD_BACKEND, BOARDS, MESH_OPTION, Number, console, output_file
 
 __all__ = ["gemm"]
-
-
-def _npy_output(ctx, param, value):
-    """Click callback: ``-o`` as a ``Path`` ending in ``.npy`` whose directory exists and is
-    writable, or a ``BadParameter`` saying why not (before any GEMM runs)."""
-    if value is None:       # shell completion parses without values
-        return value
-    if value.suffix != ".npy":
-        raise click.BadParameter(f"Y's file name must end in .npy, not {str(value)!r}",
-                                 ctx=ctx, param=param)
-    folder = value.parent
-    if not folder.exists():
-        raise click.BadParameter(f"the directory {folder} does not exist (create it first)",
-                                 ctx=ctx, param=param)
-    if not folder.is_dir():
-        raise click.BadParameter(f"{folder} is not a directory", ctx=ctx, param=param)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise click.BadParameter(f"the directory {folder} is not writable", ctx=ctx,
-                                 param=param)
-    return value
 
 
 @click.command()
@@ -47,7 +27,7 @@ def _npy_output(ctx, param, value):
 @click.argument("x_path", metavar="X.npy", type=click.Path(exists=True, dir_okay=False,
                                                            path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              callback=_npy_output, metavar="Y.npy",
+              callback=output_file(".npy", "Y"), metavar="Y.npy",
               help="Where to save Y: a name ending in .npy, in a directory that exists (an "
                    "existing file is replaced only when the GEMM succeeds).")
 @MESH_OPTION

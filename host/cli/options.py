@@ -16,7 +16,8 @@ from rich.console import Console
 from wse.rtl import validate
 
 __all__ = ["BACKENDS", "BOARD_BACKEND", "BOARDS", "MESH_OPTION", "MODEL_BACKENDS", "Number",
-           "RegistryChoice", "SIMULATORS", "console", "make_directory", "mesh_shape"]
+           "RegistryChoice", "SIMULATORS", "console", "make_directory", "mesh_shape",
+           "output_file"]
 
 #: The backend that runs a mesh on a board over its serial bridge: it needs ``--board`` and
 #: ``--port``, which only ``wse gemm`` has.
@@ -90,6 +91,29 @@ def make_directory(path, option):
     if not os.access(path, os.W_OK | os.X_OK):
         raise click.BadParameter(f"the directory {path} is not writable", param_hint=option)
     return path
+
+
+def output_file(suffix, what):
+    """A click callback for an output file option: the ``Path`` if it ends in ``suffix`` and
+    its directory exists and is writable, else a ``BadParameter`` saying why (checked when the
+    option is parsed, so before any long work). ``what`` names the file in messages."""
+    def check(ctx, param, value):
+        if value is None:       # shell completion parses without values
+            return value
+        if value.suffix != suffix:
+            raise click.BadParameter(f"{what}'s file name must end in {suffix}, not "
+                                     f"{str(value)!r}", ctx=ctx, param=param)
+        folder = value.parent
+        if not folder.exists():
+            raise click.BadParameter(f"the directory {folder} does not exist (create it first)",
+                                     ctx=ctx, param=param)
+        if not folder.is_dir():
+            raise click.BadParameter(f"{folder} is not a directory", ctx=ctx, param=param)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise click.BadParameter(f"the directory {folder} is not writable", ctx=ctx,
+                                     param=param)
+        return value
+    return check
 
 
 def mesh_shape(ctx, param, value):
