@@ -98,13 +98,16 @@ class SwarmX:
     ``backend``, ``check_golden``); ``address`` is Ray's (``None``: start a local Ray).
     """
 
+    #: What :attr:`link_bytes` counts: bytes down the tree and bytes up it.
+    LINKS = ("broadcast", "reduce")
+
     def __init__(self, systems=1, *, fanout=2, transport="inproc", worker=None, address=None):
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not "
                              f"{transport!r}")
         self.tree = Tree(systems, fanout)
         self.transport = transport
-        self.link_bytes = {"broadcast": 0, "reduce": 0}
+        self.link_bytes = dict.fromkeys(self.LINKS, 0)
         worker = dict(worker or {})
         self._leaves = {"inproc": _Inproc, "process": _Processes, "ray": _Ray}[transport](
             self.tree.n, worker, address)

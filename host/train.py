@@ -113,7 +113,7 @@ class TrainSettings:
 class Trainer:
     """Trains a ``64-hidden...-10`` ReLU network on digits by weight streaming."""
 
-    def __init__(self, settings, *, directory=None):
+    def __init__(self, settings, *, directory=None, resume=None):
         self.s = s = settings
         self.x_train, self.y_train, self.x_test, self.y_test = load_digits_split(s.seed)
         self.config = MeshConfig(*s.mesh)
@@ -130,15 +130,20 @@ class Trainer:
         optimizer = make_optimizer(s.optimizer, lr=s.lr, weight_decay=s.weight_decay)
         self.memoryx = MemoryX(specs, fmt=self.fmt, optimizer=optimizer, schedule=schedule,
                                memory_bytes=s.memory_bytes, directory=directory, seed=s.seed)
-        self.swarm = SwarmX(s.systems, fanout=s.fanout, transport=s.swarm, address=s.address,
-                            worker={"config": self.config.to_dict(), "backend": s.backend,
-                                    "check_golden": s.check_golden})
         self.step_index = 0
         self.history = []       # one dict per step
         self.evaluations = []   # {"step", "test_accuracy"}
         self._checks = [0, 0]   # mesh results checked before a resume, and by the workers since
         self.counts = {"gradients_beyond_32_bits": 0, "mesh_overflows": 0}
         self.train_seconds, self.steps_timed = 0.0, 0      # training steps only, this process
+        # A checkpoint to resume is read and checked before any system starts (a simulator
+        # build or a Ray cluster is long work to waste on a checkpoint that will be refused).
+        run = self._load(resume) if resume is not None else None
+        self.swarm = SwarmX(s.systems, fanout=s.fanout, transport=s.swarm, address=s.address,
+                            worker={"config": self.config.to_dict(), "backend": s.backend,
+                                    "check_golden": s.check_golden})
+        if run is not None:
+            self.swarm.link_bytes.update(run["link_bytes"])
 
     # -- one step -----------------------------------------------------------------------------
 
@@ -292,14 +297,21 @@ class Trainer:
     def resume(self, path):
         """Continue from a checkpoint of the same model and data settings (:data:`DATA_SETTINGS`);
         the next step is the one after it. Anything wrong in it raises :class:`CheckpointError`
-        naming the field before anything here or in MemoryX changes."""
+        naming the field before anything here or in MemoryX changes. (``Trainer(settings,
+        resume=path)`` does the same before its systems start.)"""
+        run = self._load(path)
+        self.swarm.link_bytes.update(run["link_bytes"])
+
+    def _load(self, path):
+        """MemoryX's state and this trainer's counts from the checkpoint ``path``, checked
+        first; returns the checkpoint's run fields (SwarmX's ``link_bytes`` among them)."""
         run = self.memoryx.load(path, check=lambda extra, t: self._checked(path, extra, t))
         self.step_index = run["step"]
         self.history = run["history"]
         self.evaluations = run["evaluations"]
         self.counts.update(run["counts"])
         self._checks = [run["golden_checks"], 0]    # the figures go on from there
-        self.swarm.link_bytes.update(run["link_bytes"])
+        return run
 
     def _checked(self, path, extra, t):
         """The trainer's fields of a checkpoint's ``extra``, checked (MemoryX's ``t``: its
@@ -355,7 +367,7 @@ class Trainer:
             record["test_accuracy"] = field(number, f"evaluations[{k}].test_accuracy",
                                             record["test_accuracy"], 0.0, 1.0)
             run["evaluations"].append(record)
-        for name, keys in (("counts", self.counts), ("link_bytes", self.swarm.link_bytes)):
+        for name, keys in (("counts", self.counts), ("link_bytes", SwarmX.LINKS)):
             run[name] = {key: field(integer, f"{name}.{key}", value, 0)
                          for key, value in table(name, extra.get(name), tuple(keys)).items()}
         run["golden_checks"] = field(integer, "golden_checks", extra.get("golden_checks"), 0)

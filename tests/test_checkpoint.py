@@ -191,3 +191,25 @@ def test_a_good_checkpoint_still_resumes_exactly(saved):
         got = resumed.run()
     assert got["weights_digest"] == want["weights_digest"]
     assert got["history"] == want["history"]
+
+
+def test_a_refused_checkpoint_starts_no_system(saved, monkeypatch):
+    """``Trainer(settings, resume=path)`` (what ``wse train --resume`` does) checks the
+    checkpoint before SwarmX starts its systems: a simulator build or a Ray cluster is long work
+    to waste on a checkpoint that is then refused."""
+    def no_swarm(*args, **kwargs):
+        raise AssertionError("SwarmX started before the checkpoint was checked")
+
+    monkeypatch.setattr("wse.host.train.SwarmX", no_swarm)
+    with pytest.raises(CheckpointError, match="was trained with seed 0, this run has seed 1"):
+        Trainer(TrainSettings(**(SETTINGS | {"seed": 1})), resume=saved)
+
+
+def test_resume_at_construction_equals_resume_after(saved):
+    with Trainer(TrainSettings(**SETTINGS)) as later:
+        later.resume(saved)
+        want = later.run()
+    with Trainer(TrainSettings(**SETTINGS), resume=saved) as early:
+        got = early.run()
+    assert got["weights_digest"] == want["weights_digest"]
+    assert got["history"] == want["history"] and got["swarmx"] == want["swarmx"]

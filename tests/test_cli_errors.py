@@ -208,3 +208,15 @@ def test_choices_are_the_registries(path, option, module, registry):
     result = CliRunner().invoke(main, [*path, option, "no-such-thing"])
     assert result.exit_code == 2
     assert all(repr(name) in result.stderr for name in names), result.stderr
+
+
+@pytest.mark.parametrize("option, value", [("--board", "icebreaker"), ("--port", "loop://"),
+                                           ("--baud", "9600"), ("--timeout", "2")])
+def test_gemm_board_options_without_the_board_backend(operands, tripwires, option, value):
+    fails_cleanly(["gemm", operands / "W.npy", operands / "X.npy", "-o", operands / "Y.npy",
+                   option, value], operands, f"{option} is for --backend board, not golden", 2)
+
+
+def test_train_address_without_ray(tmp_path, tripwires):
+    fails_cleanly(["train", "--steps", "1", "--address", "10.0.0.1:6379"], tmp_path,
+                  "--address joins a Ray cluster: it needs --swarm ray, not --swarm inproc", 2)

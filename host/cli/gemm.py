@@ -56,6 +56,13 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     from wse.rtl.core_params import COUNTERS
     from wse.runtime import SimulationError, open_system
 
+    if backend != BOARD_BACKEND:
+        given = [f"--{name.replace('_name', '')}" for name in ("board_name", "port", "baud",
+                                                               "timeout")
+                 if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} "
+                                   f"for --backend {BOARD_BACKEND}, not {backend}")
     W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
     if W.shape[1] != X.shape[0]:
         raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "

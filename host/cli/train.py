@@ -97,6 +97,9 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
     streams each layer, SwarmX broadcasts it to the systems and sums their gradients."""
     from wse.host.train import Trainer, TrainSettings
 
+    if address is not None and swarm != "ray":
+        raise click.UsageError(f"--address joins a Ray cluster: it needs --swarm ray, not "
+                               f"--swarm {swarm}")
     if steps is not None and epochs is not None:
         raise click.UsageError("--epochs and --steps are exclusive: give one of them")
     if steps is None and epochs is None:
@@ -118,18 +121,13 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
         make_directory(out_dir, "--out")
     try:
         with console.status(f"starting {systems} {backend} system(s) over {swarm}"):
-            trainer = Trainer(settings)
+            trainer = Trainer(settings, resume=resume_path)
     except (RuntimeError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     except MemoryError as error:
         raise click.ClickException(f"out of memory building the model ({error}): narrow "
                                    f"--hidden, or bound --memory-bytes") from None
     with trainer:
-        if resume_path is not None:
-            try:
-                trainer.resume(resume_path)
-            except ValueError as error:     # a CheckpointError, or an unreadable array
-                raise click.ClickException(str(error)) from None
         report = _run(trainer, out_dir, checkpoint_every)
         if out_dir is not None:
             _write_results(trainer, report, out_dir)
