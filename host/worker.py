@@ -17,8 +17,8 @@ and all values in the datapath format:
 
 The weights stay compressed rows from the stream to the tiles: the tiles are cut from them
 (:class:`fabric.tiling.SparseRows`) and the delta pass's ``W^T`` is their transpose, with no
-dense layer in between; only a tile becomes a matrix, for :meth:`System.gemm
-<runtime.system.System.gemm>`, which takes one. The System reads no counters
+dense layer in between; :meth:`System.gemm <runtime.system.System.gemm>` takes each tile as
+compressed rows and compiles it from them. The System reads no counters
 (``counters=False``): training needs only ``Y``, the cycles and the sticky error and overflow
 flags.
 
