@@ -41,7 +41,6 @@ __all__ = ["Placement", "GemmProgram", "compile_gemm", "compile_gemm_csr", "MAX_
 
 #: Words one READ fetches at most (its ``len`` field, :class:`~rtl.isa.ReadArg`).
 MAX_READ = isa.MAX_READ
-_WORD = 1 << 32
 
 
 # Helpers ------------------------------------------------------------------------------------------
@@ -60,8 +59,8 @@ def _operands(fmt, values, what, ndim=2):
 
 
 def _signed32(words):
-    words = np.asarray(words, dtype=np.int64) & (_WORD - 1)
-    return np.where(words >= _WORD >> 1, words - _WORD, words)
+    """32-bit reply words (a wavelet's data) as the signed numbers they carry."""
+    return isa.WORD.unpack(np.asarray(words, dtype=np.int64).astype(np.uint64))["value"]
 
 
 # The program --------------------------------------------------------------------------------------

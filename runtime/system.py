@@ -22,7 +22,7 @@ from wse.fabric import pe_model
 from wse.fabric.config import MeshConfig
 from wse.fabric.program import compile_gemm
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
-from wse.rtl.isa import MAX_READ, READ_ARG
+from wse.rtl.isa import MAX_READ, READ_ARG, WORD
 from wse.rtl.wavelet import unpack
 
 __all__ = ["System", "SimulationError", "Exchange", "GemmResult"]
@@ -171,7 +171,7 @@ class System(ABC):
             out[i, j] = got
         if src == "counters" or (not isinstance(src, str) and address >= COUNTER_BASE):
             return out
-        return np.where(out >= 1 << 31, out - (1 << 32), out)
+        return WORD.unpack(out.astype(np.uint64))["value"]
 
     def replies(self, outlets):
         """Outlet words -> ``{(row, col): [32-bit data words]}``, by reply color."""
