@@ -4,20 +4,33 @@ The host sends 8-byte frames (:mod:`fpga.serial_frames`), each a wavelet for one
 or a status request; the bridge sends back a frame for every wavelet that leaves an outlet,
 credit frames that pace the host, and a status frame once an exchange is over. Both checksums
 are ``amaranth.lib.crc`` processors of the frames' CRC (:data:`fpga.serial_frames.CRC`), each
-taking a byte in the cycle the UART hands it over or takes it.
+taking a byte in the cycle the UART hands it over or takes it. The command byte and the payloads
+are read and built through views of their layouts (:class:`fpga.serial_frames.FrameCommand`,
+``WaveletPayload``, ``CreditPayload``, ``StatusPayload``), the wavelets through
+:class:`rtl.wavelet.Wavelet`'s.
 """
 
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
-from wse.fpga.serial_frames import CRC, DEFAULT_FIFO_DEPTH, MAX_PORTS, SYNC, Op
+from wse.fpga.serial_frames import (
+    CRC,
+    DEFAULT_FIFO_DEPTH,
+    MAX_PORTS,
+    SYNC,
+    CreditPayload,
+    FrameCommand,
+    Op,
+    StatusPayload,
+    WaveletPayload,
+)
 from wse.rtl.validate import integer
-from wse.rtl.wavelet import WAVELET_BITS
+from wse.rtl.wavelet import WAVELET_BITS, Wavelet
 
 from .uart import UARTRx, UARTTx, divisor_for
 
@@ -102,7 +115,8 @@ class MeshBridge(wiring.Component):
             fifos.append(fifo)
 
         # Receive: frames -> row FIFOs ---------------------------------------------------------
-        body = Signal(8 * 7)        # command, 5 payload bytes, checksum (first byte lowest)
+        body = Signal(data.StructLayout({       # shifted in a byte at a time, first lowest
+            "command": FrameCommand, "payload": WaveletPayload, "crc": 8}))
         got = Signal(range(7))
         m.submodules.rx_crc = rx_crc = CRC.create()     # over the body; residue 0 if intact
         rx_ferr = Signal()
@@ -112,10 +126,10 @@ class MeshBridge(wiring.Component):
         flush = Signal()
         bad = Signal()              # comb: count one bad frame this cycle
         byte = urx.o.payload
-        command, payload, row = body[0:8], body[8:48], body[0:6]
+        command, payload, row = body.command, body.payload, body.command.index
         room = Signal()
         for r, fifo in enumerate(fifos):
-            m.d.comb += fifo.w_data.eq(payload[:WAVELET_BITS])
+            m.d.comb += fifo.w_data.eq(payload.wavelet)
             with m.If(row == r):
                 m.d.comb += room.eq(fifo.w_rdy)
         with m.FSM(name="rx_frame") as rx_fsm:
@@ -130,15 +144,15 @@ class MeshBridge(wiring.Component):
             with m.State("BODY"):
                 with m.If(urx.o.valid):
                     m.d.comb += [rx_crc.valid.eq(1), rx_crc.data.eq(byte.data)]
-                    m.d.sync += [body.eq(Cat(body[8:], byte.data)),
+                    m.d.sync += [body.eq(Cat(body.as_value()[8:], byte.data)),
                                  rx_ferr.eq(rx_ferr | byte.error), got.eq(got + 1)]
                     with m.If(got == 6):
                         m.next = "CHECK"
             with m.State("CHECK"):
                 intact = rx_crc.match_detected & ~rx_ferr
-                wavelet = (command[6:8] == Op.WAVELET >> 6) & (row < cfg.rows) \
-                    & (payload[WAVELET_BITS:] == 0)
-                status = (command == Op.STATUS) & (payload == 0)
+                wavelet = (command.op == Op.WAVELET) & (row < cfg.rows) & (payload.reserved == 0)
+                status = (command.op == Op.STATUS) & (command.index == 0) \
+                    & (payload.as_value() == 0)
                 with m.If(intact & wavelet):
                     with m.If(room):
                         for r, fifo in enumerate(fifos):
@@ -159,17 +173,21 @@ class MeshBridge(wiring.Component):
         took = []
         for r, fifo in enumerate(fifos):
             port = f"s_axis_w{r}"
-            word = fifo.r_data
-            m.d.comb += [getattr(mesh, f"{port}_tdata").eq(word[0:32]),
-                         getattr(mesh, f"{port}_tdest").eq(word[32:37]),
-                         getattr(mesh, f"{port}_tuser").eq(word[37]),
+            word = data.View(Wavelet, fifo.r_data)
+            m.d.comb += [getattr(mesh, f"{port}_tdata").eq(word.data),
+                         getattr(mesh, f"{port}_tdest").eq(word.color),
+                         getattr(mesh, f"{port}_tuser").eq(word.ctrl),
                          getattr(mesh, f"{port}_tvalid").eq(fifo.r_rdy),
                          fifo.r_en.eq(getattr(mesh, f"{port}_tready"))]
             took.append(fifo.r_rdy & getattr(mesh, f"{port}_tready"))
-        outlets = [(getattr(mesh, f"m_axis_s{c}_tvalid"), getattr(mesh, f"m_axis_s{c}_tready"),
-                    Cat(getattr(mesh, f"m_axis_s{c}_tdata"), getattr(mesh, f"m_axis_s{c}_tdest"),
-                        getattr(mesh, f"m_axis_s{c}_tuser")))
-                   for c in range(cfg.cols)]
+        outlets = []
+        for c in range(cfg.cols):
+            word = Signal(Wavelet, name=f"outlet_{c}")
+            m.d.comb += [word.data.eq(getattr(mesh, f"m_axis_s{c}_tdata")),
+                         word.color.eq(getattr(mesh, f"m_axis_s{c}_tdest")),
+                         word.ctrl.eq(getattr(mesh, f"m_axis_s{c}_tuser"))]
+            outlets.append((getattr(mesh, f"m_axis_s{c}_tvalid"),
+                            getattr(mesh, f"m_axis_s{c}_tready"), word))
         quiet = mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any() \
             & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any()
         settled = Signal(range(SETTLE_CYCLES + 1))
@@ -204,27 +222,36 @@ class MeshBridge(wiring.Component):
                     m.d.comb += [pick.eq(c), picking.eq(1)]
         credit_taken = Signal()     # comb: the credit of row ``give`` goes out this cycle
         status_out = Signal()       # comb: the status reply goes out this cycle
-        flags = Cat(mesh.error, mesh.overflow, bad_seen, dropped, Const(0, 4))
+        reply = Signal(FrameCommand)        # comb: the command of the reply chosen this cycle
+        status = Signal(StatusPayload)
+        m.d.comb += [status.eq(0),          # the padding
+                     status.cycles.eq(span), status.bad_frames.eq(bad_frames),
+                     status.flags.error.eq(mesh.error), status.flags.overflow.eq(mesh.overflow),
+                     status.flags.bad_frame.eq(bad_seen), status.flags.dropped.eq(dropped)]
+        credit = CreditPayload.const({"count": self.credit})
+        # comb: the outlet picked. Every field is assigned where it is picked: a field left at
+        # its init would be a constant `always @*` that Icarus never runs (amaranth#1629).
+        outlet = Signal(WaveletPayload)
         with m.FSM(name="tx_frame") as tx_fsm:
             with m.State("IDLE"):
                 with m.If(flush & (settled == SETTLE_CYCLES)):
-                    m.d.comb += status_out.eq(1)
-                    m.d.sync += [tx_body.eq(Cat(Const(Op.STATUS, 8), span, flags, bad_frames)),
+                    m.d.comb += [status_out.eq(1), reply.op.eq(Op.STATUS)]
+                    m.d.sync += [tx_body.eq(Cat(reply, status)),
                                  tx_left.eq(8), flush.eq(0), started.eq(0), elapsed.eq(0),
                                  span.eq(0)]
                     m.next = "SYNC"
                 with m.Elif(giving):
-                    m.d.comb += credit_taken.eq(1)
-                    m.d.sync += [tx_body.eq(Cat(give, Const(Op.CREDIT >> 6, 2),
-                                                Const(self.credit & 0xFF, 8))),
-                                 tx_left.eq(6)]
+                    m.d.comb += [credit_taken.eq(1), reply.op.eq(Op.CREDIT), reply.index.eq(give)]
+                    m.d.sync += [tx_body.eq(Cat(reply, credit)), tx_left.eq(6)]
                     m.next = "SYNC"
                 with m.Elif(picking):
+                    m.d.comb += [reply.op.eq(Op.WAVELET), reply.index.eq(pick)]
                     for c, (_, ready, word) in enumerate(outlets):
                         with m.If(pick == c):
-                            m.d.comb += ready.eq(1)
-                            m.d.sync += tx_body.eq(Cat(Const(c, 6), Const(0, 2), word))
-                    m.d.sync += [tx_left.eq(6), last_col.eq(pick)]
+                            m.d.comb += [ready.eq(1), outlet.wavelet.eq(word),
+                                         outlet.reserved.eq(0)]
+                    m.d.sync += [tx_body.eq(Cat(reply, outlet)), tx_left.eq(6),
+                                 last_col.eq(pick)]
                     m.next = "SYNC"
             with m.State("SYNC"):
                 m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(SYNC)]

@@ -12,6 +12,7 @@ import time
 from collections import deque
 
 from wse.fpga import serial_frames as sf
+from wse.rtl.validate import integer, number
 
 from .system import Exchange, SimulationError, System
 
@@ -43,18 +44,14 @@ class BoardSystem(System):
     def __init__(self, config=None, *, port, baud=115_200, timeout=5.0,
                  fifo_depth=sf.DEFAULT_FIFO_DEPTH):
         super().__init__(config)
-        if isinstance(baud, bool) or not isinstance(baud, int) or baud < 1:
-            raise ValueError(f"baud must be a positive integer, not {baud!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-        if isinstance(fifo_depth, bool) or not isinstance(fifo_depth, int) \
-                or not 2 <= fifo_depth <= 256:
-            raise ValueError(f"fifo_depth must be an integer in 2..256, not {fifo_depth!r}")
+        baud = integer("baud", baud, 1)
+        timeout = number("timeout", timeout, 0, open_lo=True)
+        fifo_depth = integer("fifo_depth", fifo_depth, 2, 256)
         if self.config.rows > sf.MAX_PORTS or self.config.cols > sf.MAX_PORTS:
             raise ValueError(f"the bridge addresses at most {sf.MAX_PORTS} rows and columns")
         import serial
 
-        self.port, self.baud, self.timeout, self.fifo_depth = port, baud, float(timeout), fifo_depth
+        self.port, self.baud, self.timeout, self.fifo_depth = port, baud, timeout, fifo_depth
         try:
             self._serial = serial.serial_for_url(port, baudrate=baud, timeout=_POLL,
                                                  write_timeout=self.timeout)

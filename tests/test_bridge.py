@@ -10,6 +10,7 @@
 """
 
 import contextlib
+import enum
 import json
 import socket
 import threading
@@ -17,6 +18,8 @@ import time
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from wse.fabric import pe_model
@@ -95,6 +98,81 @@ def test_host_frames_decode_and_every_fault_is_named():
         sf.wavelet_frame(0, 1 << 38)
 
 
+#: The frames' layouts and their codecs.
+FRAME_LAYOUTS = [(sf.FrameCommand, sf.FRAME_COMMAND), (sf.WaveletPayload, sf.WAVELET_PAYLOAD),
+                 (sf.CreditPayload, sf.CREDIT_PAYLOAD), (sf.StatusFlags, sf.STATUS_FLAGS),
+                 (sf.StatusPayload, sf.STATUS_PAYLOAD)]
+
+
+def _enum_field(layout, name):
+    shape = data.Layout.cast(layout)[name].shape
+    return shape if isinstance(shape, type) and issubclass(shape, enum.Enum) else None
+
+
+@pytest.mark.parametrize("layout, codec", FRAME_LAYOUTS, ids=[c.name for _, c in FRAME_LAYOUTS])
+def test_frame_codecs_and_the_bridges_layouts_agree_field_by_field(layout, codec):
+    """What the host packs with a codec, the bridge reads through a ``data.View`` of the same
+    layout (Amaranth's simulator), every field; and the codec packs what ``layout.const``
+    packs (enum fields: their members only)."""
+    rng = np.random.default_rng(codec.width)
+    n = 64
+    fields = {name: rng.integers(0, 1 << width, n, dtype=np.int64)
+              for name, (_, width) in codec.fields.items()}
+    words = codec.pack(**fields)
+    view = Signal(layout)
+    mismatches = []
+
+    async def testbench(ctx):
+        for k in range(n):
+            ctx.set(view.as_value(), int(words[k]))
+            for name in codec.fields:
+                member = getattr(view, name)
+                got = ctx.get(member.as_value() if isinstance(member, data.View)
+                              or _enum_field(layout, name) else member)
+                if got != fields[name][k]:
+                    mismatches.append((k, name, got, int(fields[name][k])))
+
+    sim = Simulator(Module())
+    sim.add_testbench(testbench)
+    sim.run()
+    assert not mismatches, mismatches[:5]
+    for k in range(n):
+        packed, const = {}, {}
+        for name in codec.fields:
+            shape, value = data.Layout.cast(layout)[name].shape, int(fields[name][k])
+            if _enum_field(layout, name):
+                value = list(shape)[value % len(shape)]
+            packed[name] = const[name] = value
+            if isinstance(shape, type) and issubclass(shape, data.Struct):      # nested
+                const[name] = data.Const(shape, value)
+        assert layout.const(const).as_value().value == int(codec.pack(**packed)), packed
+
+
+def test_command_byte_and_flags_keep_their_wire_encoding():
+    """op in bits 7:6 (``WAVELET`` 0x00, ``CREDIT`` 0x40, ``STATUS`` 0x80), row or column in
+    5:0; the fourth op is no command; the flags' bits are :class:`sf.Flag`'s."""
+    assert [op.value << 6 for op in sf.Op] == [0x00, 0x40, 0x80]
+    assert sf.command_byte(sf.Op.WAVELET, 37) == 0x25
+    assert sf.command_byte(sf.Op.CREDIT, 63) == 0x7F
+    assert sf.command_byte(sf.Op.STATUS) == 0x80
+    assert sf.split_command(0x45) == (sf.Op.CREDIT, 5)
+    assert sf.split_command(0xC3) == (None, 3)
+    assert (sf.MAX_PORTS, sf.PAYLOAD_BYTES, sf.HOST_FRAME_BYTES) == (64, 5, 8)
+    assert sf.WAVELET_PAYLOAD.fields == {"wavelet": (0, 38), "reserved": (38, 2)}
+    assert sf.STATUS_PAYLOAD.fields == {"cycles": (0, 32), "flags": (32, 8),
+                                        "bad_frames": (40, 16)}
+    layout = data.Layout.cast(sf.StatusFlags)
+    assert {flag.name.lower(): flag.value for flag in sf.Flag} \
+        == {name: 1 << field.offset for name, field in layout if not name.startswith("_")}
+    with pytest.raises(ValueError, match=r"^index must be an integer in 0..63, not 64$"):
+        sf.command_byte(sf.Op.WAVELET, 64)
+    # every reply, byte for byte as before the layouts
+    assert sf.credit_frame(1, 8)[:7] == bytes([0xA5, 0x41, 8, 0, 0, 0, 0])
+    assert sf.outlet_frame(2, 0x25_0000_0007)[:7] == bytes([0xA5, 0x02, 7, 0, 0, 0, 0x25])
+    assert sf.status_frame(0x01020304, 0x0D, 0x0506)[:9] \
+        == bytes([0xA5, 0x80, 4, 3, 2, 1, 0x0D, 6, 5])
+
+
 def test_replies_decode_across_chunk_boundaries_and_a_bad_checksum_is_caught():
     stream = (sf.outlet_frame(2, 0x25_0000_0007) + sf.credit_frame(1, 8)
               + sf.status_frame(1234, sf.Flag.BAD_FRAME | sf.Flag.ERROR, 3))
@@ -116,8 +194,6 @@ def test_crc_processor_equals_the_codec_and_checks_frames():
     """The bridge's CRC logic (``sf.CRC.create()``, a byte a cycle): its ``crc`` after each
     byte equals :func:`sf.crc8` of the bytes so far, and ``match_detected`` holds exactly
     after a frame body whose checksum is right."""
-    from amaranth.hdl import Module
-
     m = Module()
     m.submodules.crc = crc = sf.CRC.create()
     good = sf.wavelet_frame(5, 0x15_0BAD_CAFE)[1:]
@@ -127,17 +203,17 @@ def test_crc_processor_equals_the_codec_and_checks_frames():
     cases = [good, bytes(bad), rng.integers(0, 256, 20).astype(np.uint8).tobytes()]
 
     async def check(ctx):
-        for data in cases:
+        for case in cases:
             ctx.set(crc.start, 1)
             await ctx.tick()
             ctx.set(crc.start, 0)
-            for i, byte in enumerate(data):
+            for i, byte in enumerate(case):
                 ctx.set(crc.valid, 1)
                 ctx.set(crc.data, byte)
                 await ctx.tick()
-                assert ctx.get(crc.crc) == sf.crc8(data[:i + 1]), (data, i)
+                assert ctx.get(crc.crc) == sf.crc8(case[:i + 1]), (case, i)
             ctx.set(crc.valid, 0)
-            assert ctx.get(crc.match_detected) == (sf.crc8(data) == 0), data
+            assert ctx.get(crc.match_detected) == (sf.crc8(case) == 0), case
 
     sim = Simulator(m)
     sim.add_clock(1e-6)
@@ -341,11 +417,20 @@ def test_bridge_parameters_are_checked_with_clear_messages():
     with pytest.raises(ValueError, match=r"^fifo_depth must be an integer in 2..256, not 1$"):
         MeshBridge(ONE, clk_hz=8_000_000, baud=1_000_000, fifo_depth=1)
     assert MeshBridge(ONE, clk_hz=24_000_000, baud=115_200).divisor == 208
-    for kwargs, message in [({"baud": 0}, r"^baud must be a positive integer, not 0$"),
-                            ({"timeout": -1}, r"^timeout must be a positive number of seconds"),
+    for kwargs, message in [({"baud": 0}, r"^baud must be an integer of at least 1, not 0$"),
+                            ({"baud": True}, r"^baud must be an integer of at least 1, not True$"),
                             ({"fifo_depth": 300}, r"^fifo_depth must be an integer in 2..256")]:
         with pytest.raises(ValueError, match=message):
             BoardSystem(ONE, port="loop://", **kwargs)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0, -1])
+def test_board_timeout_must_be_a_finite_positive_number(timeout):
+    """A nan timeout would never pass a deadline: on a silent board the host would wait
+    forever. It is refused before the port is opened, in one line naming ``timeout``."""
+    with pytest.raises(ValueError) as raised:
+        BoardSystem(ONE, port="loop://", timeout=timeout)
+    assert str(raised.value) == f"timeout must be a finite number above 0, not {timeout!r}"
 
 
 @contextlib.contextmanager
