@@ -50,6 +50,9 @@ class CocotbSystem(System):
         Wall-clock seconds for the whole session; the simulator is killed after them.
     watchdog : int
         Simulated cycles without movement after which the testbench declares the mesh stuck.
+    reset_cycles : int
+        Rising edges of ``clk`` with ``rst`` held high at the start (``docs/mesh.md``: one is
+        enough).
     connect_timeout : float
         Seconds the simulator has to start and connect (after the build).
     reply_timeout : float or None
@@ -67,13 +70,14 @@ class CocotbSystem(System):
 
     def __init__(self, config=None, *, sim="verilator", waves=False, timeout=6 * 3600,
                  watchdog=5000, connect_timeout=1800, reply_timeout=None,
-                 max_message_bytes=MAX_MESSAGE_BYTES):
+                 max_message_bytes=MAX_MESSAGE_BYTES, reset_cycles=3):
         super().__init__(config)
         if sim not in SIMULATORS:
             raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
         self.backend = sim
         self.timeout = number("timeout", timeout, 0, open_lo=True)
         self.watchdog = count("watchdog", watchdog)
+        self.reset_cycles = count("reset_cycles", reset_cycles)
         connect_timeout = number("connect_timeout", connect_timeout, 0, open_lo=True)
         self.reply_timeout = number("reply_timeout", DEFAULT_TIMEOUT if reply_timeout is None
                                     else reply_timeout, 0, open_lo=True)
@@ -87,7 +91,7 @@ class CocotbSystem(System):
         self._rendezvous = Rendezvous()
         params = {"config": self.config.to_dict(), "socket": self._rendezvous.address,
                   "watchdog": self.watchdog, "timeout": self.timeout,
-                  "max_bytes": max_message_bytes}
+                  "max_bytes": max_message_bytes, "reset_cycles": self.reset_cycles}
         self._thread = threading.Thread(target=self._serve, args=(params,), daemon=True,
                                         name=f"wse-{sim}")
         try:

@@ -20,11 +20,11 @@ class ClockedTB:
         self.cycle = 0
         self.models = []
 
-    async def start(self):
-        """Start the clock and hold reset for a few cycles."""
+    async def start(self, reset_cycles=3):
+        """Start the clock and hold reset for ``reset_cycles`` rising edges."""
         cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
         self.dut.rst.value = 1
-        for _ in range(3):
+        for _ in range(reset_cycles):
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
 

@@ -41,7 +41,7 @@ def _streams(request):
 async def serve(dut):
     params = load_params()
     tb = MeshTB(dut, config_from_params(params), watchdog=params.get("watchdog", 5000))
-    await tb.start()
+    await tb.start(reset_cycles=params.get("reset_cycles", 3))
     host = connect(params["socket"], peer="the host", timeout=params.get("timeout", 6 * 3600),
                    max_bytes=params.get("max_bytes", MAX_MESSAGE_BYTES))
     try:
