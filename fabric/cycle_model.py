@@ -129,7 +129,7 @@ def predict_cycles(program, X=None):
 class _EveryWeight(CycleModel):
     """:class:`CycleModel` of a program's GEMM with every weight present, without compiling it:
     every output of a row costs the same, the sum of the AXPYs of that row's features, placed as
-    :func:`~fabric.program.compile_gemm` places a ``W`` without zeros (balanced over equal
+    :func:`~fabric.compiler.compile_gemm` places a ``W`` without zeros (balanced over equal
     counts: feature ``i`` at row ``i % rows``); the outputs keep the program's placement."""
 
     @staticmethod

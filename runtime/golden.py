@@ -2,8 +2,8 @@
 :class:`~wse.runtime.system.System` interface (no cycles)."""
 
 from wse.fabric import numerics
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.mesh_model import MeshModel, gemm_reference
-from wse.fabric.program import compile_gemm
 
 from .system import Exchange, GemmResult, System
 

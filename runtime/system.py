@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wse.fabric import pe_model
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
-from wse.fabric.program import compile_gemm
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
 from wse.rtl.isa import MAX_READ, READ_ARG, WORD
 from wse.rtl.wavelet import unpack

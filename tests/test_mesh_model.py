@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from wse.fabric import numerics
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh_model import MeshModel, gemm_reference
 from wse.fabric.pe_model import COUNTER_BASE, cr, read, weight
-from wse.fabric.program import Placement, compile_gemm
+from wse.fabric.placement import Placement
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import CONTROL, ControlOp, pack
 

@@ -4,9 +4,11 @@ placements, the validation messages, the streams wavelet by wavelet, load / read
 import numpy as np
 import pytest
 
+from wse.fabric.compiler import compile_gemm, compile_gemm_csr
 from wse.fabric.config import MeshConfig
 from wse.fabric.pe_model import CoreModel
-from wse.fabric.program import MAX_READ, GemmProgram, Placement, compile_gemm, compile_gemm_csr
+from wse.fabric.placement import Placement
+from wse.fabric.program import MAX_READ, GemmProgram
 from wse.fabric.tiling import SparseRows
 from wse.rtl.core_params import Y_BASE
 from wse.rtl.numfmt import FixedPoint

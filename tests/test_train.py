@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import predict_cycles, predict_dense_cycles
-from wse.fabric.program import compile_gemm
 from wse.host.train import Trainer, TrainSettings
 
 STEPS = 8

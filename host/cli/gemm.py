@@ -51,8 +51,8 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
          timeout):
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
     range. Saves Y, prints the compute-phase cycles and the counters."""
+    from wse.fabric.compiler import compile_gemm
     from wse.fabric.config import gemm_config
-    from wse.fabric.program import compile_gemm
     from wse.rtl.core_params import COUNTERS
     from wse.runtime import SimulationError, open_system
 

@@ -1,0 +1,127 @@
+"""The GEMM compiler: ``Y = W @ X`` laid out on a mesh as a :class:`~.program.GemmProgram`.
+
+:func:`compile_gemm` takes a dense ``W`` (or compressed rows), :func:`compile_gemm_csr` the
+compressed rows themselves; both give the same program (``docs/mesh.md``: the placement of
+features on rows, tokens on columns, the weight streams grouped by output feature).
+"""
+
+import numpy as np
+
+from wse.rtl import isa
+from wse.rtl.validate import count
+
+from .config import MeshConfig
+from .placement import Placement
+from .program import GemmProgram, operands
+from .tiling import SparseRows
+
+__all__ = ["compile_gemm", "compile_gemm_csr"]
+
+
+def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
+                 balance=True, raw=False, zeros=False):
+    """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
+
+    Parameters
+    ----------
+    config : MeshConfig
+    W : (n_out, n_in) integers in the format's operand range, or a :class:`SparseRows`
+        (then compiled as by :func:`compile_gemm_csr`, never made dense).
+    X : (n_in, tokens) integers in the operand range, optional (the streams do not depend on
+        it; :meth:`GemmProgram.load_streams` and the figures use it by default).
+    n_tokens : int, optional
+        Tokens when ``X`` is not given (``cols * n_tok`` by default); must match ``X``.
+    in_placement : Placement, optional
+        Rows and slots of the input features; :meth:`Placement.balanced` (or, with
+        ``balance=False``, :meth:`Placement.modulo`) by default.
+    out_placement : Placement, optional
+        Owner rows and result slots of the outputs; :meth:`Placement.modulo` by default.
+    raw : bool
+        ``CR_OUT``: the owner rows send their 32-bit totals out instead of requantising them
+        into ``Y`` (no ``n_out`` limit).
+    zeros : bool
+        Stream zero weights too (to measure what sparse streaming saves).
+
+    Returns
+    -------
+    GemmProgram
+
+    Raises
+    ------
+    ValueError
+        Naming the limit when a shape does not fit (``n_feat``, ``n_out``, ``n_tok * cols``,
+        the operand range) or an argument is malformed.
+    """
+    if not isinstance(config, MeshConfig):
+        raise ValueError(f"config must be a MeshConfig, not {config!r}")
+    if isinstance(W, SparseRows):
+        return compile_gemm_csr(config, W.shape, W.indptr, W.indices, W.values, X,
+                                n_tokens=n_tokens, in_placement=in_placement,
+                                out_placement=out_placement, balance=balance, raw=raw,
+                                zeros=zeros)
+    W = operands(config.fmt, W, "W")
+    if not W.shape[0] or not W.shape[1]:
+        raise ValueError(f"W must have at least one output and one input feature, not shape "
+                         f"{W.shape}")
+    return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
+                    in_placement=in_placement, out_placement=out_placement, balance=balance,
+                    raw=raw, zeros=zeros)
+
+
+def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
+    """:func:`compile_gemm` (the same program, ``options`` its keyword arguments) of the ``W``
+    of ``shape`` ``(n_out, n_in)`` given by compressed rows, never built: output ``o``'s weights
+    are ``values[indptr[o]:indptr[o + 1]]`` at the input features ``indices[...]`` (ascending).
+    Zero values are not streamed (as a dense ``W``'s zeros are not) unless ``zeros=True``.
+    ``ValueError`` as :func:`compile_gemm`, and for malformed compressed rows.
+    """
+    if not isinstance(config, MeshConfig):
+        raise ValueError(f"config must be a MeshConfig, not {config!r}")
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ValueError(f"shape must be a pair (n_out, n_in), not {shape!r}")
+    weights = SparseRows.checked(shape, indptr, indices,
+                                 operands(config.fmt, values, "values", ndim=1))
+    return _compile(config, weights.nonzero(), None, X, **options)
+
+
+def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
+             balance=True, raw=False, zeros=False):
+    """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
+    fmt = config.fmt
+    n_out, n_in = weights.shape
+    if X is not None:
+        X = operands(fmt, X, "X")
+        if X.shape[0] != n_in:
+            raise ValueError(f"X must have n_in = {n_in} rows (W is {n_out}x{n_in}), not "
+                             f"{X.shape[0]}")
+        if n_tokens is not None and n_tokens != X.shape[1]:
+            raise ValueError(f"n_tokens={n_tokens!r} but X has {X.shape[1]} tokens")
+        tokens = X.shape[1]
+    elif n_tokens is not None:
+        tokens = count("n_tokens", n_tokens)
+    else:
+        tokens = config.max_tokens
+    if not 1 <= tokens <= config.max_tokens:
+        raise ValueError(f"tokens: {tokens} do not fit the mesh, which holds n_tok * cols = "
+                         f"{config.n_tok} * {config.cols} = {config.max_tokens}")
+    if in_placement is None:
+        in_placement = (Placement.balanced_counts(np.bincount(weights.indices, minlength=n_in),
+                                                  config.rows) if balance
+                        else Placement.modulo(n_in, config.rows))
+    if out_placement is None:
+        out_placement = Placement.modulo(n_out, config.rows)
+    for name, p, n, what in (("in_placement", in_placement, n_in, "inputs"),
+                             ("out_placement", out_placement, n_out, "outputs")):
+        if not isinstance(p, Placement):
+            raise ValueError(f"{name} must be a Placement, not {p!r}")
+        p.check_shape(name, config.rows, n, what)
+    in_placement.check_fits(config.n_feat, "input features", name="n_feat")
+    if not raw:
+        out_placement.check_fits(config.n_out, "output features", name="n_out")
+    else:
+        big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
+        if big > isa.MAX_ARG:
+            raise ValueError(f"output features: a carriage return argument of {big} does not "
+                             f"fit its {isa.ARG_BITS} bits")
+    return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
+                       bool(zeros), W=W)
