@@ -86,7 +86,7 @@ def load(path):
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        arrays = load_npz(path, what=f"checkpoint {path}")
+        arrays = load_npz(path, what=f"checkpoint {path}", stored_only=True)
     except ArrayFileError as error:
         raise CheckpointError(str(error)) from None
     if _META not in arrays:

@@ -69,9 +69,13 @@ def load_npy(path, *, what=None):
         raise ArrayFileError(f"{what} is a directory, not an .npy file") from None
 
 
-def load_npz(path, *, what=None):
+def load_npz(path, *, what=None, stored_only=False):
     """``{name: array}`` from the ``.npz`` archive ``path``, every member checked as by
-    :func:`read_npy` (and by the archive's CRC-32 as it is read)."""
+    :func:`read_npy` (and by the archive's CRC-32 as it is read).
+
+    With ``stored_only`` a compressed member is refused: an uncompressed archive
+    (``numpy.savez``) can hold no more bytes than the file has, while a small deflated member
+    can claim, and expand to, gigabytes."""
     path = Path(path)
     what = what or str(path)
     arrays = {}
@@ -81,6 +85,9 @@ def load_npz(path, *, what=None):
                 if not info.filename.endswith(".npy"):
                     raise ArrayFileError(f"{what} holds {info.filename!r}, not an .npy array")
                 name = info.filename[:-4]
+                if stored_only and info.compress_type != zipfile.ZIP_STORED:
+                    raise ArrayFileError(f"{what}[{name}] is compressed; only uncompressed "
+                                         f"archives (numpy.savez) are read here")
                 with archive.open(info) as member:
                     arrays[name] = read_npy(member, info.file_size, what=f"{what}[{name}]")
     except FileNotFoundError:

@@ -84,6 +84,18 @@ def test_a_member_claiming_a_huge_shape_is_refused_before_any_allocation(saved, 
     assert "its header claims a 1000000x1000000 float32 array" in text
 
 
+def test_a_compressed_member_is_refused_before_it_expands(saved, tmp_path):
+    """A deflated member (a zip bomb: 8 GB of zeros fit in a few MB) is refused unread; the
+    checkpoints wse-mini writes are uncompressed, so they can hold no more than the file."""
+    path = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(saved) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            compress = zipfile.ZIP_DEFLATED if info.filename == "fc0/W.npy" else info.compress_type
+            dst.writestr(info.filename, src.read(info), compress_type=compress)
+    text = _refused(path, "fc0/W")
+    assert "is compressed; only uncompressed archives (numpy.savez) are read here" in text
+
+
 def test_a_member_of_objects_is_refused(saved, tmp_path):
     data = io.BytesIO()
     np.save(data, np.array([{"a": 1}], dtype=object), allow_pickle=True)
