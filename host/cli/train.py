@@ -16,9 +16,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from wse.host.train import TrainSettings
 from wse.rtl import validate
 
 from .options import MODEL_BACKENDS, Number, RegistryChoice, console, make_directory, mesh_shape
+
+#: The options' defaults are the settings' own (one place to change them).
+DEFAULT = TrainSettings()
 
 __all__ = ["train", "plot_training"]
 
@@ -48,34 +52,34 @@ def _widths(ctx, param, value):
 
 
 @click.command()
-@click.option("--mesh", default="4x4", show_default=True, metavar="RxC", callback=mesh_shape,
-              help="Rows x columns of tiles of every system.")
-@click.option("--systems", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--mesh", default="x".join(map(str, DEFAULT.mesh)), show_default=True,
+              metavar="RxC", callback=mesh_shape, help="Rows x columns of tiles of every system.")
+@click.option("--systems", type=click.IntRange(min=1), default=DEFAULT.systems, show_default=True,
               help="Meshes the batch is split across (data parallel).")
-@click.option("--fanout", type=click.IntRange(min=2), default=2, show_default=True,
+@click.option("--fanout", type=click.IntRange(min=2), default=DEFAULT.fanout, show_default=True,
               help="SwarmX's tree fan-out.")
-@click.option("--swarm", type=RegistryChoice(_transports), default="inproc",
+@click.option("--swarm", type=RegistryChoice(_transports), default=DEFAULT.swarm,
               show_default=True, help="How SwarmX reaches the systems.")
 @click.option("--address", default=None, metavar="ADDR",
               help="A Ray cluster to join (--swarm ray); a local Ray is started otherwise.")
-@click.option("--backend", type=MODEL_BACKENDS, default="golden", show_default=True,
+@click.option("--backend", type=MODEL_BACKENDS, default=DEFAULT.backend, show_default=True,
               help="What runs each mesh.")
-@click.option("--hidden", default="64", show_default=True, callback=_widths,
-              metavar="W[,W...]", help="Hidden layer widths (64-...-10).")
-@click.option("--sparsity", type=Number(0, 1, max_open=True), default=0.9,
+@click.option("--hidden", default=",".join(map(str, DEFAULT.hidden)), show_default=True,
+              callback=_widths, metavar="W[,W...]", help="Hidden layer widths (64-...-10).")
+@click.option("--sparsity", type=Number(0, 1, max_open=True), default=DEFAULT.sparsity,
               show_default=True, help="Weight sparsity of the hidden layers.")
-@click.option("--prune", type=RegistryChoice(_prune_kinds), default="gradual",
+@click.option("--prune", type=RegistryChoice(_prune_kinds), default=DEFAULT.prune,
               show_default=True, help="How sparsity is induced.")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
               help="Epochs to train [default: 10 unless --steps is given].")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Steps to train (instead of --epochs, not with it).")
-@click.option("--batch", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--optimizer", type=RegistryChoice(_optimizers), default="adam",
+@click.option("--batch", type=click.IntRange(min=1), default=DEFAULT.batch, show_default=True)
+@click.option("--optimizer", type=RegistryChoice(_optimizers), default=DEFAULT.optimizer,
               show_default=True)
-@click.option("--lr", type=Number(min=0, min_open=True), default=0.01,
+@click.option("--lr", type=Number(min=0, min_open=True), default=DEFAULT.lr,
               show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=DEFAULT.seed, show_default=True)
 @click.option("--memory-bytes", type=click.IntRange(min=0), default=None,
               help="Bound MemoryX's in-memory tier; the rest spills to disk.")
 @click.option("--resume", "resume_path",
@@ -95,7 +99,7 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
           checkpoint_every, as_json, check_golden):
     """Train a 64-64-10 ReLU network on scikit-learn's digits by weight streaming: MemoryX
     streams each layer, SwarmX broadcasts it to the systems and sums their gradients."""
-    from wse.host.train import Trainer, TrainSettings
+    from wse.host.train import Trainer
 
     if address is not None and swarm != "ray":
         raise click.UsageError(f"--address joins a Ray cluster: it needs --swarm ray, not "
@@ -103,10 +107,10 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
     if steps is not None and epochs is not None:
         raise click.UsageError("--epochs and --steps are exclusive: give one of them")
     if steps is None and epochs is None:
-        epochs = 10
+        epochs = DEFAULT.epochs
     if checkpoint_every is not None and out_dir is None:
         raise click.UsageError("--checkpoint-every needs --out DIR")
-    if check_golden and backend == "golden":
+    if check_golden and backend == "golden":     # the reference itself
         console.print("--check-golden: the golden backend is the reference; nothing to compare",
                       markup=False, highlight=False)
     try:
