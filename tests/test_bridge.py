@@ -10,7 +10,6 @@
 """
 
 import contextlib
-import enum
 import json
 import socket
 import threading
@@ -18,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
@@ -30,6 +29,7 @@ from wse.fpga.bridge import MeshBridge
 from wse.runtime import BACKENDS, BoardError, BoardSystem, GoldenSystem, open_system
 from wse.tb.uart_sim import receive_bytes, send_bytes
 
+from .layout_checks import assert_view_reads_back, enum_of, random_fields
 from .test_mesh_cocotb import check_gemm, random_gemm
 
 # --- the frame codec ---------------------------------------------------------------------------
@@ -104,11 +104,6 @@ FRAME_LAYOUTS = [(sf.FrameCommand, sf.FRAME_COMMAND), (sf.WaveletPayload, sf.WAV
                  (sf.StatusPayload, sf.STATUS_PAYLOAD)]
 
 
-def _enum_field(layout, name):
-    shape = data.Layout.cast(layout)[name].shape
-    return shape if isinstance(shape, type) and issubclass(shape, enum.Enum) else None
-
-
 @pytest.mark.parametrize("layout, codec", FRAME_LAYOUTS, ids=[c.name for _, c in FRAME_LAYOUTS])
 def test_frame_codecs_and_the_bridges_layouts_agree_field_by_field(layout, codec):
     """What the host packs with a codec, the bridge reads through a ``data.View`` of the same
@@ -116,31 +111,13 @@ def test_frame_codecs_and_the_bridges_layouts_agree_field_by_field(layout, codec
     packs (enum fields: their members only)."""
     rng = np.random.default_rng(codec.width)
     n = 64
-    fields = {name: rng.integers(0, 1 << width, n, dtype=np.int64)
-              for name, (_, width) in codec.fields.items()}
-    words = codec.pack(**fields)
-    view = Signal(layout)
-    mismatches = []
-
-    async def testbench(ctx):
-        for k in range(n):
-            ctx.set(view.as_value(), int(words[k]))
-            for name in codec.fields:
-                member = getattr(view, name)
-                got = ctx.get(member.as_value() if isinstance(member, data.View)
-                              or _enum_field(layout, name) else member)
-                if got != fields[name][k]:
-                    mismatches.append((k, name, got, int(fields[name][k])))
-
-    sim = Simulator(Module())
-    sim.add_testbench(testbench)
-    sim.run()
-    assert not mismatches, mismatches[:5]
+    fields = random_fields(layout, codec, rng, n)
+    assert_view_reads_back(layout, codec, fields)
     for k in range(n):
         packed, const = {}, {}
         for name in codec.fields:
             shape, value = data.Layout.cast(layout)[name].shape, int(fields[name][k])
-            if _enum_field(layout, name):
+            if enum_of(layout, name):
                 value = list(shape)[value % len(shape)]
             packed[name] = const[name] = value
             if isinstance(shape, type) and issubclass(shape, data.Struct):      # nested

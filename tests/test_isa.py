@@ -1,7 +1,6 @@
 """The instruction set (rtl/isa.py): the numpy codecs and the Amaranth layouts agree, field by
 field, and the wire format is what docs/pe.md says."""
 
-import enum
 
 import numpy as np
 import pytest
@@ -15,6 +14,8 @@ from wse.rtl.core_params import CoreColors, CoreParams
 from wse.rtl.router import Router
 from wse.rtl.tile import Tile
 
+from .layout_checks import assert_view_reads_back, random_fields
+
 #: Every fixed layout of the fabric and its codec.
 FIXED = [
     (isa.Wavelet, isa.WAVELET), (isa.ControlPayload, isa.CONTROL),
@@ -27,49 +28,12 @@ ALL = FIXED + [(isa.core_strap_layout(rows), isa.core_strap_codec(rows)) for row
 IDS = [codec.name + (f"[{codec.width}]" if codec.name == "CoreStrap" else "") for _, codec in ALL]
 
 
-def _enum_of(layout, name):
-    shape = data.Layout.cast(layout)[name].shape
-    return shape if isinstance(shape, type) and issubclass(shape, enum.Enum) else None
-
-
-def random_fields(layout, codec, rng, n, *, members_only=False):
-    """``n`` random values of every field of ``codec``; with ``members_only`` an enum field takes
-    only its members' values (``layout.const`` refuses others)."""
-    fields = {}
-    for name, (_, width) in codec.fields.items():
-        kind = _enum_of(layout, name)
-        if members_only and kind is not None:
-            fields[name] = rng.choice([m.value for m in kind], n)
-        elif codec.signed[name]:
-            fields[name] = rng.integers(-(1 << (width - 1)), 1 << (width - 1), n)
-        else:
-            fields[name] = rng.integers(0, 1 << width, n, dtype=np.int64)
-    return fields
-
-
 @pytest.mark.parametrize("layout, codec", ALL, ids=IDS)
 def test_view_of_the_packed_word_reads_back_every_field(layout, codec):
     """Amaranth's simulator: a View of each word the codec packs reads back what was packed."""
     rng = np.random.default_rng(codec.width)
     n = 64
-    fields = random_fields(layout, codec, rng, n)
-    words = codec.pack(**fields)
-    view = Signal(layout)
-    mismatches = []
-
-    async def testbench(ctx):
-        for k in range(n):
-            ctx.set(view.as_value(), int(words[k]))
-            for name in codec.fields:
-                member = getattr(view, name)
-                got = ctx.get(member.as_value() if _enum_of(layout, name) else member)
-                if got != fields[name][k]:
-                    mismatches.append((k, name, got, int(fields[name][k])))
-
-    sim = Simulator(Module())
-    sim.add_testbench(testbench)
-    sim.run()
-    assert not mismatches, mismatches[:5]
+    assert_view_reads_back(layout, codec, random_fields(layout, codec, rng, n))
 
 
 @pytest.mark.parametrize("layout, codec", ALL, ids=IDS)
