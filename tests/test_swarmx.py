@@ -100,7 +100,7 @@ def test_ray_needs_the_release_with_token_authentication(version, ok):
 
 
 def test_an_old_ray_is_refused_before_it_starts(monkeypatch):
-    ray = pytest.importorskip("ray")
+    import ray
     monkeypatch.setattr(ray, "__version__", "2.40.0")
     with pytest.raises(SwarmError, match="needs Ray 2.52.0 or later"):
         SwarmX(1, transport="ray", worker={"config": MeshConfig(1, 1).to_dict()})
@@ -118,7 +118,7 @@ def test_a_local_ray_listens_on_loopback_only_and_a_cluster_is_joined_as_given()
 
 def _listening(process):
     """The inet addresses ``process`` and its descendants listen on."""
-    psutil = pytest.importorskip("psutil")
+    import psutil
     found = []
     for p in (process, *process.children(recursive=True)):
         try:
@@ -132,8 +132,8 @@ def _listening(process):
 def test_the_local_ray_serves_on_loopback_only():
     """A local Ray started by SwarmX: every server of it (GCS, raylet, workers, this driver)
     listens on 127.0.0.1 only, and the forward pass is the in-process one."""
-    ray = pytest.importorskip("ray")
-    psutil = pytest.importorskip("psutil")
+    import psutil
+    import ray
     if ray.is_initialized():
         pytest.skip("a Ray is already running in this process")
     config = MeshConfig(1, 2, n_feat=8, n_tok=4, n_out=8).to_dict()
