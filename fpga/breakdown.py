@@ -1,11 +1,12 @@
 # amaranth: UnusedElaboratable=no
 """Where a tile's logic goes: Yosys cell counts per module of the shared tile.
 
-A mesh build flattens everything, so its report says only what the whole design costs.
-:func:`tile_breakdown` synthesises the mesh's one tile module (``wse_tile``, straps as inputs)
-without flattening and counts each module's own cells, which names the blocks worth making
-cheaper. The straps are not constants here, so the totals are somewhat above a tile's share of
-a mesh build.
+A mesh build's report says only what the whole design costs (a 1x1 mesh is flattened; a larger
+one keeps the tile module but not the tile's own submodules). :func:`tile_breakdown`
+synthesises the mesh's one tile module (``wse_tile``, straps as inputs) without flattening
+anything and counts each module's own cells, which names the blocks worth making cheaper. The
+straps are not constants here, so the totals are somewhat above a flattened tile's share of a
+mesh build.
 """
 
 import json

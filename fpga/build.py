@@ -6,6 +6,13 @@
 nextpnr. Everything a build writes (RTLIL, scripts, the Yosys log ``top.rpt``, the nextpnr log
 ``top.tim``, both reports, the bitstream and ``build.json``) stays in its own directory,
 ``<out>/<board>-<R>x<C>/``.
+
+A mesh of more than one tile is synthesised hierarchically: every position instantiates the one
+tile module :data:`~fabric.mesh.TILE_MODULE`, which is marked ``keep_hierarchy`` so that Yosys
+maps it once (ABC9 sees one tile, not ``rows x cols`` of them flattened together) while the
+board top around it is flattened as usual; nextpnr reads the hierarchical netlist and flattens
+it itself. The price is that a kept tile cannot fold its straps (routes, colors, row: inputs of
+the module) or drop its unused edge ports, which a flattened build does per position.
 """
 
 import json
@@ -15,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from wse.fabric.mesh import TILE_MODULE
 from wse.sim import toolchain
 
 from .boards import board as find_board
@@ -63,17 +71,20 @@ def run_script(script, cwd, env, timeout, log):
 
 
 def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeout=None,
-          **overrides):
+          keep_tiles=None, **overrides):
     """Build the bitstream of a ``mesh = (rows, cols)`` mesh on board ``board_name``.
 
     ``mesh`` defaults to the board's default; ``overrides`` change its core parameters
     (:class:`~fabric.config.MeshConfig` fields); ``clk_hz`` the target clock (the board's by
-    default); ``timeout`` bounds the tools' wall time in seconds.
+    default); ``timeout`` bounds the tools' wall time in seconds; ``keep_tiles`` synthesises the
+    tile module once and keeps it as a module (the default for meshes of more than one tile,
+    see the module docstring) instead of flattening every tile into the top.
 
     Returns a dict: ``board``, ``mesh`` (``"RxC"``), ``config`` (the core parameters),
     ``bitstream`` (path), ``luts``, ``ffs``, ``brams``, ``sprams``, ``dsps`` (synthesised
     cells, see :data:`fpga.report.CELLS`), ``fmax_mhz``, ``target_mhz``, ``timing_met``,
-    ``luts_per_pe``, ``utilisation`` (nextpnr's, per resource), ``seconds`` and ``build_dir``.
+    ``luts_per_pe``, ``utilisation`` (nextpnr's, per resource), ``hierarchical`` (whether the
+    tiles were kept), ``seconds`` and ``build_dir``.
     Raises :class:`BuildError` when the design does not fit (naming the resource, used against
     available) or a tool fails.
     """
@@ -89,11 +100,15 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
 
     platform = board.platform()
     top = BoardTop(board, config, clk_hz=clk_hz)
-    for filename, text in top.verilog_files().items():
+    files = top.verilog_files()
+    for filename, text in files.items():
         platform.add_file(filename, text)
+    keep_tiles = (rows * cols > 1 if keep_tiles is None else bool(keep_tiles)) and bool(files)
+    hierarchy = ({"script_after_read": f"setattr -mod -set keep_hierarchy 1 {TILE_MODULE}"}
+                 if keep_tiles else {})
     plan = platform.build(
         top, name="top", build_dir=str(build_dir), do_build=False,
-        synth_opts=board.synth_opts,
+        synth_opts=board.synth_opts, **hierarchy,
         script_after_synth="tee -q -o stat.json stat -json",
         nextpnr_opts=f"--report report.json --timing-allow-fail --seed {int(seed)}")
     plan.extract(str(build_dir))
@@ -132,6 +147,7 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
         "timing_met": fmax is not None and fmax >= target_mhz,
         "luts_per_pe": round(figures["luts"] / (rows * cols), 1),
         "utilisation": figures["utilisation"],
+        "hierarchical": keep_tiles,
         "seconds": round(seconds, 1),
         "build_dir": str(build_dir),
     }

@@ -11,11 +11,16 @@ import re
 
 __all__ = ["CELLS", "cell_counts", "nextpnr_report", "read_reports", "fit_error"]
 
-#: Yosys cell types counted as each figure, per family. An ECP5 carry cell (``CCU2C``) holds two
-#: LUT4s, a distributed RAM (``TRELLIS_DPR16X4``) four.
+#: Yosys cell types counted as each figure, per family, with their weights. ``luts`` is what a
+#: mesh build reports: the LUT4 places the logic takes (an ECP5 carry cell, ``CCU2C``, holds two
+#: LUT4s, a distributed RAM, ``TRELLIS_DPR16X4``, four). A part built alone reports LUT4 logic
+#: (``logic_luts``: carries included, distributed RAM not) and the distributed RAMs apart
+#: (``lutram``, in cells), the figures the peers' routers are compared in.
 CELLS = {
     "ice40": {
         "luts": {"SB_LUT4": 1},
+        "logic_luts": {"SB_LUT4": 1},
+        "lutram": {},
         "ffs": "SB_DFF",
         "brams": {"SB_RAM40_4K": 1},
         "sprams": {"SB_SPRAM256KA": 1},
@@ -23,6 +28,8 @@ CELLS = {
     },
     "ecp5": {
         "luts": {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4},
+        "logic_luts": {"LUT4": 1, "CCU2C": 2},
+        "lutram": {"TRELLIS_DPR16X4": 1},
         "ffs": "TRELLIS_FF",
         "brams": {"DP16KD": 1, "PDPW16KD": 1},
         "sprams": {},
@@ -32,14 +39,15 @@ CELLS = {
 
 
 def cell_counts(stat, family):
-    """``{"luts", "ffs", "brams", "sprams", "dsps", "cells"}`` from Yosys ``stat -json``."""
+    """``{"luts", "logic_luts", "lutram", "ffs", "brams", "sprams", "dsps", "cells"}`` from Yosys
+    ``stat -json`` (``cells``: every cell type's count; the others per :data:`CELLS`)."""
     design = stat.get("design") or next(iter(stat["modules"].values()))
     cells = {name: int(n) for name, n in design.get("num_cells_by_type", {}).items()}
     kinds = CELLS[family]
     counts = {"cells": cells}
-    for figure in ("luts", "brams", "sprams", "dsps"):
-        counts[figure] = sum(cells.get(name, 0) * weight
-                             for name, weight in kinds[figure].items())
+    for figure, weights in kinds.items():
+        if isinstance(weights, dict):
+            counts[figure] = sum(cells.get(name, 0) * weight for name, weight in weights.items())
     counts["ffs"] = sum(n for name, n in cells.items() if name.startswith(kinds["ffs"]))
     return counts
 

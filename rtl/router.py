@@ -2,31 +2,21 @@
 configuration."""
 
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from .arbiter import RoundRobin
+from .allocator import SwitchAllocator
+from .crossbar import Crossbar
 from .isa import RouteStrap, route_straps_layout
-from .route_table import MAX_POSITIONS, Position, RouteTable
-from .shift_fifo import ShiftFIFO
+from .route_state import RouteState
+from .route_table import Position, RouteTable
+from .router_input import RouterInput
 from .validate import integer
-from .wavelet import (
-    MAX_COLORS,
-    WAVELET_BITS,
-    ConfigOp,
-    ConfigPayload,
-    ControlOp,
-    ControlPayload,
-    Direction,
-    Wavelet,
-)
+from .wavelet import MAX_COLORS, Direction, Wavelet
 
 __all__ = ["Router"]
 
-
-_SWITCH_OPS = (ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN)
 
 
 class Router(wiring.Component):
@@ -81,6 +71,11 @@ class Router(wiring.Component):
         The core says, per color, what it can take this cycle (``ramp_accept``): the ramp
         output arbitrates only among queue heads of those colors, so it never spends a cycle
         offering a wavelet the core must refuse.
+    u_turns : bool
+        Whether a route may send a wavelet back out of the port it came in by. Without, that
+        copy is not made (a route left with no output drops the wavelet) and every output's
+        crossbar mux has four inputs instead of five; mesh tiles use that, since a color plan
+        never routes back (``docs/router.md``).
     straps : bool
         Take the initial routes, configuration route and queue map from input ports (see
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
@@ -115,7 +110,7 @@ class Router(wiring.Component):
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
                  cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32,
-                 ramp_rotates=False, straps=False, ramp_accept=False):
+                 ramp_rotates=False, straps=False, ramp_accept=False, u_turns=True):
         n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         if cfg_color is not None:
             cfg_color = integer("cfg_color", cfg_color)
@@ -160,6 +155,7 @@ class Router(wiring.Component):
         self.ramp_rotates = bool(ramp_rotates)
         self.straps = bool(straps)
         self.has_ramp_accept = bool(ramp_accept)
+        self.u_turns = bool(u_turns)
         if self.straps and any(True for _ in self.routes):
             raise ValueError("a strapped router takes its routes from route_init, not routes")
         self.queue_bits = max(1, (n_queues - 1).bit_length())
@@ -186,7 +182,8 @@ class Router(wiring.Component):
                 "n_queues": self.n_queues, "queue_map": list(self.queue_map),
                 "depth": self.depth, "cfg_color": self.cfg_color,
                 "cfg_route": [self.cfg_route.rx, self.cfg_route.tx],
-                "counter_width": self.counter_width, "ramp_rotates": self.ramp_rotates}
+                "counter_width": self.counter_width, "ramp_rotates": self.ramp_rotates,
+                "u_turns": self.u_turns}
 
     @classmethod
     def from_params(cls, params):
@@ -204,206 +201,92 @@ class Router(wiring.Component):
     def port_out(self, direction):
         return getattr(self, f"o_{Direction(direction).name.lower()}")
 
+    def registered(self, port):
+        """Whether output ``port`` has an output register (all but a rotating ramp's)."""
+        return not (self.ramp_rotates and port == Direction.R)
+
     def elaborate(self, platform):
         m = Module()
         Q = self.n_queues + (self.cfg_color is not None)     # the last one for configuration
         queue_map = list(self.queue_map)
         if self.cfg_color is not None:
             queue_map[self.cfg_color] = Q - 1
+        ports = list(Direction)
 
-        # Route state, one entry per routable color; missing colors read as "no route".
-        pos_rx, pos_tx, last, current, torn = [], [], [], [], []
-        for color in range(self.n_colors):
-            positions = self.routes[color] or [Position(0, 0)]
-            positions += [Position(0, 0)] * (MAX_POSITIONS - len(positions))
-            pos_rx.append(Array(Signal(5, init=p.rx, name=f"c{color}_rx{k}",
-                                       reset_less=self.straps)
-                                for k, p in enumerate(positions)))
-            pos_tx.append(Array(Signal(5, init=p.tx, name=f"c{color}_tx{k}",
-                                       reset_less=self.straps)
-                                for k, p in enumerate(positions)))
-            last.append(Signal(2, init=max(len(self.routes[color]), 1) - 1,
-                               name=f"c{color}_last", reset_less=self.straps))
-            current.append(Signal(2, name=f"c{color}_pos"))
-            torn.append(Signal(name=f"c{color}_torn"))
-        cur_rx = Array(Signal(5, name=f"c{c}_cur_rx") for c in range(MAX_COLORS))
-        cur_tx = Array(Signal(5, name=f"c{c}_cur_tx") for c in range(MAX_COLORS))
-        cur_torn = Array(Signal(name=f"c{c}_cur_torn") for c in range(MAX_COLORS))
-        for color in range(self.n_colors):
-            m.d.comb += [
-                cur_rx[color].eq(pos_rx[color][current[color]]),
-                cur_tx[color].eq(pos_tx[color][current[color]]),
-                cur_torn[color].eq(torn[color]),
-            ]
-        if self.cfg_color is not None:
-            cfg_route = self.cfg_route_init if self.straps else self.cfg_route
-            cfg_rx, cfg_tx = cfg_route.rx, cfg_route.tx
-            m.d.comb += [cur_rx[self.cfg_color].eq(cfg_rx), cur_tx[self.cfg_color].eq(cfg_tx)]
-
-        # Input queues.
-        heads = []                       # (port, queue, head wavelet view, head valid, fifo)
-        for port in Direction:
-            inp = self.port_in(port)
-            queue_of = Signal(range(Q), name=f"{port.name.lower()}_queue")
-            if Q > 1 and self.straps:
-                strapped = self.queue_map_init[inp.payload.color]
-                if self.cfg_color is not None:
-                    strapped = Mux(inp.payload.color == self.cfg_color, Q - 1, strapped)
-                m.d.comb += queue_of.eq(strapped)
-            elif Q > 1:
-                m.d.comb += queue_of.eq(Array(Const(q, range(Q)) for q in queue_map)
-                                        [inp.payload.color])
-            ready = Array(Signal(name=f"{port.name.lower()}_q{q}_w_rdy") for q in range(Q))
-            for q in range(Q):
-                # 2-deep queues as shift registers: no read multiplexer, and on an iCE40 each
-                # bit's flip-flop shares a logic cell with the LUT in front of it (ShiftFIFO).
-                fifo_class = ShiftFIFO if self.depth <= 2 else SyncFIFO
-                fifo = m.submodules[f"fifo_{port.name.lower()}{q}"] = \
-                    fifo_class(width=WAVELET_BITS, depth=self.depth)
-                m.d.comb += [
-                    fifo.w_data.eq(inp.payload),
-                    fifo.w_en.eq(inp.valid & (queue_of == q)),
-                    ready[q].eq(fifo.w_rdy),
-                ]
-                heads.append((port, q, data.View(Wavelet, fifo.r_data), fifo.r_rdy, fifo))
-            m.d.comb += inp.ready.eq(ready[queue_of])
-
-        m.d.comb += self.idle.eq(~Cat(*(valid for _, _, _, valid, _ in heads)).any())
-
-        # Classify every queue head.
-        H = len(heads)
-        present = Signal(H)          # offered to its outputs this cycle
-        remaining = Signal(H * 5)    # outputs it still needs, this cycle
-        pop = Signal(H)
-        dropped = Signal(H)
-        wants_token = Signal(H)      # needs the single route-update slot this cycle
-        out_payload = []
-        head_colors = []             # each head's color (a constant for the configuration queue)
-        started = [Signal(name=f"h{h}_started") for h in range(H)]
-        pending = [Signal(5, name=f"h{h}_pending") for h in range(H)]
-        granted = [Signal(5, name=f"h{h}_granted") for h in range(H)]
-
-        token = m.submodules.update_token = RoundRobin(H)
-        m.d.comb += [token.requests.eq(wants_token), token.ready.eq(1)]
-
-        upd = Signal(name="upd_en")
-        upd_write = Signal()
-        upd_color = Signal(range(MAX_COLORS))
-        upd_cmd = Signal(ControlOp)
-        upd_cfg = Signal(ConfigPayload)
-
-        # A head's route lookup needs one rx bit (its own port's): per port, the rx bit of
-        # every color as one vector.
-        rx_of_port = {port: Cat(cur_rx[c][port.value] for c in range(MAX_COLORS))
-                      for port in Direction}
-        for h, (port, q, head, head_valid, fifo) in enumerate(heads):
-            # The configuration queue holds the configuration color only, and no other queue
-            # ever holds it: its head's color is a constant, and so is is_cfg everywhere.
-            cfg_queue = self.cfg_color is not None and q == Q - 1
-            color = Const(self.cfg_color, 5) if cfg_queue else head.color
-            ctrl_op = data.View(ControlPayload, head.data).op
-            cfg = data.View(ConfigPayload, head.data)
-            is_cfg = Const(int(cfg_queue), 1)
-            accepted = rx_of_port[port].bit_select(color, 1)
-            tx = cur_tx[color]
-            is_switch = (head.ctrl & ~is_cfg
-                         & ctrl_op.as_value().matches(*(op.value for op in _SWITCH_OPS)))
-            consume = is_cfg & (cfg.hops == 0)
-            fresh = head_valid & ~started[h]
-            has_token = token.valid & (token.grant == h)
-
-            rem = Signal(5, name=f"h{h}_rem")
-            drop = Signal(name=f"h{h}_drop")
-            m.d.comb += [
-                drop.eq(fresh & ~cur_torn[color] & (~accepted | (~consume & (tx == 0)))),
-                wants_token[h].eq(fresh & ~drop & ~cur_torn[color] & (consume | is_switch)),
-                rem.eq(Mux(started[h], pending[h], tx)),
-                present[h].eq(head_valid & ~consume & ~drop &
-                              (started[h] | (~cur_torn[color] & (~is_switch | has_token)))),
-                remaining.word_select(h, 5).eq(Mux(present[h], rem, 0)),
-            ]
-            forwarded = Signal(Wavelet, name=f"h{h}_out")
-            m.d.comb += forwarded.eq(head)
-            with m.If(is_cfg):
-                m.d.comb += data.View(ConfigPayload, forwarded.data).hops.eq(cfg.hops - 1)
-            out_payload.append(forwarded)
-            head_colors.append(color)
-
-            left = Signal(5, name=f"h{h}_left")
-            m.d.comb += left.eq(rem & ~granted[h])
-            applied = consume & has_token
-            m.d.comb += pop[h].eq(drop | applied | (present[h] & (left == 0)))
-            m.d.comb += fifo.r_en.eq(pop[h])
-            with m.If(pop[h]):
-                m.d.sync += started[h].eq(0)
-            with m.Elif(present[h]):
-                m.d.sync += [started[h].eq(1), pending[h].eq(left)]
-
-            bad_target = applied & ((cfg.target >= self.n_colors) |
-                                    ~cfg.op.as_value().matches(*(op.value for op in ConfigOp)))
-            m.d.comb += dropped[h].eq(drop | bad_target)
-            with m.If(has_token & ~bad_target):
-                m.d.comb += [
-                    upd.eq(1),
-                    upd_write.eq(consume & (cfg.op == ConfigOp.WRITE_ROUTE)),
-                    upd_color.eq(Mux(consume, cfg.target, color)),
-                    upd_cmd.eq(Mux(consume, cfg.cmd, ctrl_op)),
-                ]
-                if cfg_queue:       # only a route write reads it, and only these heads write
-                    m.d.comb += upd_cfg.eq(cfg)
-
-        # Output arbitration and crossbar.
-        for port in Direction:
-            out = self.port_out(port)
-            rotates = self.ramp_rotates and port == Direction.R
-            arbiter = m.submodules[f"arbiter_{port.name.lower()}"] = RoundRobin(H, hold=not rotates)
-            requests = [remaining.word_select(h, 5)[port.value] for h in range(H)]
-            if self.has_ramp_accept and port == Direction.R:
-                requests = [want & self.ramp_accept.bit_select(head_colors[h], 1)
-                            for h, want in enumerate(requests)]
-            m.d.comb += [
-                arbiter.requests.eq(Cat(*requests)),
-                arbiter.ready.eq(out.ready),
-                out.valid.eq(arbiter.valid),
-                out.payload.eq(Array(p.as_value() for p in out_payload)[arbiter.grant]),
-            ]
-            for h in range(H):
-                m.d.comb += granted[h][port.value].eq(
-                    out.valid & out.ready & (arbiter.grant == h))
-
-        # Route updates: at most one per cycle, chosen by the update token.
-        with m.If(upd):
-            for color in range(self.n_colors):
-                with m.If(upd_color == color):
-                    with m.If(upd_write):
-                        m.d.sync += [
-                            pos_rx[color][upd_cfg.position].eq(upd_cfg.rx),
-                            pos_tx[color][upd_cfg.position].eq(upd_cfg.tx),
-                            last[color].eq(upd_cfg.last),
-                        ]
-                    with m.Elif(upd_cmd == ControlOp.ADVANCE):
-                        m.d.sync += current[color].eq(
-                            Mux(current[color] >= last[color], 0, current[color] + 1))
-                    with m.Elif(upd_cmd == ControlOp.RESET):
-                        m.d.sync += [current[color].eq(0), torn[color].eq(0)]
-                    with m.Elif(upd_cmd == ControlOp.TEARDOWN):
-                        m.d.sync += torn[color].eq(1)
-
-        # Straps: while in reset, load the initial routes (last assignment wins over updates).
+        state = m.submodules.route_state = RouteState(
+            n_colors=self.n_colors, routes=None if self.straps else self.routes,
+            straps=self.straps)
         if self.straps:
-            with m.If(ResetSignal()):
-                for color in range(self.n_colors):
-                    m.d.sync += [
-                        pos_rx[color][0].eq(self.route_init[color].rx),
-                        pos_tx[color][0].eq(self.route_init[color].tx),
-                        last[color].eq(0),
-                    ]
-                    for k in range(1, MAX_POSITIONS):
-                        m.d.sync += [pos_rx[color][k].eq(0), pos_tx[color][k].eq(0)]
+            m.d.comb += state.route_init.eq(self.route_init)
+        if self.straps:
+            cfg_rx, cfg_tx = self.cfg_route_init.rx, self.cfg_route_init.tx
+        else:
+            cfg_rx, cfg_tx = Const(self.cfg_route.rx, 5), Const(self.cfg_route.tx, 5)
+
+        inputs = []
+        for port in ports:
+            name = port.name.lower()
+            inp = m.submodules[f"input_{name}"] = RouterInput(
+                n_queues=Q, depth=self.depth, n_colors=self.n_colors, cfg_color=self.cfg_color,
+                port=port, u_turns=self.u_turns)
+            inputs.append(inp)
+            wiring.connect(m, wiring.flipped(self.port_in(port)), inp.i)
+            wiring.connect(m, inp.arrive, state.arrive[port.value])
+            wiring.connect(m, inp.head, state.head[port.value])
+            wiring.connect(m, inp.update, state.updates[port.value])
+            color = self.port_in(port).payload.color
+            if Q > 1 and self.straps:
+                strapped = self.queue_map_init[color]
+                if self.cfg_color is not None:
+                    strapped = Mux(color == self.cfg_color, Q - 1, strapped)
+                m.d.comb += inp.queue.eq(strapped)
+            elif Q > 1:
+                m.d.comb += inp.queue.eq(Array(Const(q, range(Q)) for q in queue_map)[color])
+            m.d.comb += [
+                inp.enable.eq(state.ready),
+                inp.cfg_route.accept.eq(cfg_rx[port.value]),
+                inp.cfg_route.tx.eq(cfg_tx),
+                inp.cfg_route.torn.eq(0),
+            ]
+
+        # Allocation and crossbar.
+        pairs = {(i.value, o.value) for i in ports for o in ports if self.u_turns or i != o}
+        alloc = m.submodules.allocator = SwitchAllocator(len(ports), pairs=pairs)
+        xbar = m.submodules.crossbar = Crossbar(Wavelet, len(ports), len(ports), pairs=pairs)
+        for inp, port in zip(inputs, ports):
+            request = inp.request
+            if self.has_ramp_accept:
+                accept = self.ramp_accept.bit_select(inp.offer.color, 1)
+                request = Cat(request[:Direction.R.value],
+                              request[Direction.R.value] & accept)
+            m.d.comb += [alloc.requests[port.value].eq(request),
+                         xbar.inputs[port.value].eq(inp.offer)]
+        m.d.comb += xbar.select.eq(alloc.grants)
+
+        # Outputs: a register each (the stream rule holds by construction), except a rotating
+        # ramp, which offers the crossbar's choice directly and lets the core refuse it.
+        taken = Signal(len(ports))
+        for port in ports:
+            out = self.port_out(port)
+            granted = alloc.grants[port.value].any()
+            if self.registered(port):
+                free = ~out.valid | out.ready
+                m.d.comb += [alloc.free[port.value].eq(free), taken[port.value].eq(1)]
+                with m.If(free):
+                    m.d.sync += [out.valid.eq(granted),
+                                 out.payload.eq(xbar.outputs[port.value])]
+            else:
+                m.d.comb += [alloc.free[port.value].eq(1), taken[port.value].eq(out.ready),
+                             out.valid.eq(granted), out.payload.eq(xbar.outputs[port.value])]
+        for inp, port in zip(inputs, ports):
+            m.d.comb += inp.served.eq(alloc.served[port.value] & taken)
+
+        outputs_empty = Cat(~self.port_out(p).valid for p in ports if self.registered(p))
+        m.d.comb += self.idle.eq(Cat(inp.empty for inp in inputs).all() & outputs_empty.all())
 
         # Drop counter and sticky error.
-        n_dropped = Signal(range(H + 1))
-        m.d.comb += n_dropped.eq(sum(dropped[h] for h in range(H)))
+        n_dropped = Signal(range(2 * len(ports) + 1))      # counted a cycle late
+        m.d.sync += n_dropped.eq(sum(inp.drops for inp in inputs))
         total = Signal(self.counter_width + 1)
         m.d.comb += total.eq(self.drops + n_dropped)
         limit = (1 << self.counter_width) - 1
@@ -411,4 +294,3 @@ class Router(wiring.Component):
         with m.If(n_dropped != 0):
             m.d.sync += self.error.eq(1)
         return m
-

@@ -93,7 +93,7 @@ class Tile(wiring.Component):
                  **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
-        for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept"):
+        for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept", "u_turns"):
             if name in router_kwargs:
                 raise ValueError(f"{name} is set by the tile, not by its caller")
         psum_colors = {core.colors.psum_from_n, core.colors.psum_from_s}
@@ -102,11 +102,11 @@ class Tile(wiring.Component):
         if self.straps:
             router_kwargs.pop("cfg_route", None)
             self.router = Router(n_queues=2, ramp_rotates=True, straps=True, ramp_accept=True,
-                                 **router_kwargs)
+                                 u_turns=False, **router_kwargs)
         else:
+            queue_map = [int(c in psum_colors) for c in range(MAX_COLORS)]
             self.router = Router(routes=routes, n_queues=2, ramp_rotates=True, ramp_accept=True,
-                                 queue_map=[int(c in psum_colors) for c in range(MAX_COLORS)],
-                                 **router_kwargs)
+                                 u_turns=False, queue_map=queue_map, **router_kwargs)
         self.core = Core(core, acc_buffers=acc_buffers, psum_depth=psum_depth,
                          straps=self.straps)
         members = {}

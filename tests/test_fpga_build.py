@@ -62,6 +62,7 @@ def test_cell_counts_by_family():
                                              "TRELLIS_FF": 50, "DP16KD": 3, "MULT18X18D": 4}}}
     counts = cell_counts(stat, "ecp5")
     assert (counts["luts"], counts["ffs"], counts["brams"], counts["dsps"]) == (128, 50, 3, 4)
+    assert (counts["logic_luts"], counts["lutram"]) == (120, 2)
     stat = {"design": {"num_cells_by_type": {"SB_LUT4": 7, "SB_DFFE": 2, "SB_DFFSR": 3,
                                              "SB_RAM40_4K": 1, "SB_MAC16": 2}}}
     counts = cell_counts(stat, "ice40")
@@ -122,6 +123,30 @@ def test_small_build_through_the_cli(tmp_path):
     _check_report(report, 1, 1)
     assert report["board"] == "ulx3s-85f"
     assert (tmp_path / "ulx3s-85f-1x1" / "top.tim").is_file()
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("mesh, keep_tiles, kept", [
+    ((1, 1), None, False), ((1, 2), None, True), ((1, 1), True, True)])
+def test_meshes_of_several_tiles_keep_the_tile_module(mesh, keep_tiles, kept, tmp_path,
+                                                       monkeypatch):
+    """The Yosys script keeps ``wse_tile`` as one module (mapped once) unless the mesh has one
+    tile or ``keep_tiles`` says otherwise; the script is read where the tools would start,
+    nothing is synthesised."""
+    import wse.fpga.build as fpga_build
+
+    def stop(script, cwd, *args):
+        raise _Stop((Path(cwd) / "top.ys").read_text())
+
+    monkeypatch.setattr(fpga_build, "run_script", stop)
+    with pytest.raises(_Stop) as stopped:
+        build("icebreaker", mesh, out=tmp_path, keep_tiles=keep_tiles)
+    script = stopped.value.args[0]
+    assert ("setattr -mod -set keep_hierarchy 1 wse_tile" in script) == kept
+    assert "synth_ice40 -dsp -top top" in script
 
 
 def test_runaway_tools_are_stopped(tmp_path):

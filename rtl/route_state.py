@@ -1,0 +1,232 @@
+"""The router's route state: every color's switch positions, current position and teardown, the
+update engine that changes them, and one lookup table per input port read as wavelets arrive."""
+
+from amaranth.hdl import Array, Cat, Module, Mux, ResetSignal, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .arbiter import RoundRobin
+from .isa import RouteStrap, route_straps_layout
+from .route_table import MAX_POSITIONS, RouteTable
+from .validate import integer
+from .wavelet import COLOR_BITS, MAX_COLORS, ControlOp, Direction
+
+__all__ = ["ColorState", "PortRoute", "RouteLookup", "RouteState", "RouteUpdate"]
+
+
+class PortRoute(data.Struct):
+    """A color's current route as one input port sees it."""
+    accept: 1      # this port is in the position's rx
+    tx:     5      # output ports to copy to
+    torn:   1      # the color is torn down
+
+
+class RouteUpdate(data.Struct):
+    """A change to one color's route: a position write (``write``) or a switch command."""
+    write:    1
+    color:    COLOR_BITS
+    cmd:      ControlOp      # ADVANCE, RESET or TEARDOWN when not ``write`` (others: no change)
+    position: 2
+    last:     2
+    rx:       5
+    tx:       5
+
+
+class ColorState(data.Struct):
+    """Where a color stands: its current and last positions, and whether it is torn down."""
+    current: 2
+    last:    2
+    torn:    1
+
+
+class RouteLookup(wiring.Signature):
+    """A lookup port as the asking side sees it: ``color`` out, its ``route`` back in the same
+    cycle (an asynchronous read of a LUT RAM)."""
+
+    def __init__(self):
+        super().__init__({"color": Out(COLOR_BITS), "route": In(PortRoute)})
+
+
+class RouteState(wiring.Component):
+    """Route state shared by a router's inputs.
+
+    Each input port has its own copy of every color's *current* route (:class:`PortRoute`, 32
+    entries of 7 bits: a LUT RAM) with two read ports: ``arrive`` (the wavelet on the link) and
+    ``head`` (a torn-down wavelet at its queue head, looked up again once the color reopens).
+    The positions of every color (four LUT RAMs of ``rx, tx``) and each color's
+    :class:`ColorState` (a LUT RAM) are read only by the update engine.
+
+    Updates arrive on ``updates`` (one stream per input), one accepted per cycle round-robin.
+    An update accepted in cycle ``k`` is applied at the end of cycle ``k + 1``: a lookup in
+    cycle ``k + 2`` sees it. The asking input waits that one cycle.
+
+    After every reset the engine walks the colors (one a cycle, ``n_colors`` cycles) writing the
+    initial table, from ``routes`` or from the ``route_init`` straps; ``ready`` is low until it
+    has. A reset longer than ``n_colors`` cycles hides the walk.
+
+    Members
+    -------
+    arrive, head : In(RouteLookup()).array(5)
+        One per input port (:class:`~rtl.wavelet.Direction` order).
+    updates : In(stream.Signature(RouteUpdate)).array(5)
+        Route writes and switch commands, already checked (color below ``n_colors``).
+    ready : Out(1)
+        The tables hold the initial routes; lookups are valid.
+    route_init : In
+        Only with ``straps=True``: position 0 of every color (:func:`~rtl.isa.route_straps_layout`).
+    """
+
+    def __init__(self, *, n_colors=24, routes=None, straps=False):
+        self.n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
+        self.routes = routes if routes is not None else RouteTable(n_colors)
+        self.straps = bool(straps)
+        ports = len(Direction)
+        members = {
+            "arrive": In(RouteLookup()).array(ports),
+            "head": In(RouteLookup()).array(ports),
+            "updates": In(stream.Signature(RouteUpdate)).array(ports),
+            "ready": Out(1),
+        }
+        if self.straps:
+            members["route_init"] = In(route_straps_layout(n_colors))
+        super().__init__(members)
+
+    def _initial(self, color, k):
+        """Position ``k`` of ``color`` at reset, as an elaboration constant (rx, tx)."""
+        positions = self.routes[color]
+        return (positions[k].rx, positions[k].tx) if k < len(positions) else (0, 0)
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n_colors
+        ports = list(Direction)
+
+        # Per color: current position, last position, teardown.
+        states = m.submodules.states = Memory(
+            shape=ColorState, depth=n, init=[] if self.straps else [
+                {"current": 0, "last": max(len(self.routes[c]), 1) - 1, "torn": 0}
+                for c in range(n)])
+
+        # Positions: one LUT RAM per position index, addressed by color.
+        positions = []
+        for k in range(MAX_POSITIONS):
+            init = [] if self.straps else [
+                {"rx": rx, "tx": tx} for rx, tx in (self._initial(c, k) for c in range(n))]
+            mem = m.submodules[f"positions{k}"] = Memory(shape=RouteStrap, depth=n, init=init)
+            positions.append(mem)
+
+        # Per port: the current route of every color.
+        copies, cinit = [], []
+        for port in ports:
+            init = [{"accept": 0, "tx": 0, "torn": 0}] * MAX_COLORS
+            if not self.straps:
+                for c in range(n):
+                    rx, tx = self._initial(c, 0)
+                    init[c] = {"accept": (rx >> port.value) & 1, "tx": tx, "torn": 0}
+            mem = m.submodules[f"routes_{port.name.lower()}"] = \
+                Memory(shape=PortRoute, depth=MAX_COLORS, init=init)
+            for lookup in (self.arrive[port.value], self.head[port.value]):
+                read = mem.read_port(domain="comb")
+                m.d.comb += [read.addr.eq(lookup.color), lookup.route.eq(read.data)]
+            copies.append(mem.write_port())
+            cinit.append(init)
+
+        # The walk after reset: color `walk` gets its initial routes this cycle.
+        walk = Signal(range(n + 1), reset_less=True)
+        in_reset = Signal(reset_less=True)
+        m.d.sync += in_reset.eq(ResetSignal())
+        with m.If(ResetSignal() & ~in_reset):
+            m.d.sync += walk.eq(0)
+        with m.Elif(walk != n):
+            m.d.sync += walk.eq(walk + 1)
+        walking = Signal()
+        m.d.comb += [walking.eq(walk != n), self.ready.eq(~walking)]
+        if self.straps:
+            walk_route = [Signal(RouteStrap, name=f"walk_pos{k}") for k in range(MAX_POSITIONS)]
+            m.d.comb += walk_route[0].eq(Array(self.route_init[c] for c in range(n))[walk])
+        else:
+            walk_route = []
+            for k in range(MAX_POSITIONS):
+                table = Array(RouteStrap.const({"rx": rx, "tx": tx})
+                              for rx, tx in (self._initial(c, k) for c in range(n)))
+                route = Signal(RouteStrap, name=f"walk_pos{k}")
+                m.d.comb += route.eq(table[walk])
+                walk_route.append(route)
+
+        walk_last = Signal(2)
+        if not self.straps:
+            m.d.comb += walk_last.eq(Array(max(len(self.routes[c]), 1) - 1
+                                           for c in range(n))[walk])
+
+        # Arbitration: one update a cycle.
+        arbiter = m.submodules.arbiter = RoundRobin(len(ports), hold=False)
+        m.d.comb += arbiter.requests.eq(Cat(u.valid & ~walking for u in self.updates))
+        for port in ports:
+            m.d.comb += self.updates[port.value].ready.eq(
+                ~walking & arbiter.valid & (arbiter.grant == port.value))
+        stage_valid = Signal()
+        stage = Signal(RouteUpdate)
+        m.d.sync += stage_valid.eq(arbiter.valid)
+        with m.If(arbiter.valid):
+            m.d.sync += stage.eq(Array(u.payload for u in self.updates)[arbiter.grant])
+
+        # The engine: the staged update's new position and teardown, and the route to publish.
+        color = stage.color
+        read_state = states.read_port(domain="comb")
+        m.d.comb += read_state.addr.eq(color)
+        was = read_state.data
+        new = Signal(ColorState)
+        m.d.comb += new.eq(was)
+        with m.If(stage.write):
+            m.d.comb += new.last.eq(stage.last)
+        with m.Else():
+            with m.Switch(stage.cmd):
+                with m.Case(ControlOp.ADVANCE):
+                    m.d.comb += new.current.eq(Mux(was.current >= was.last, 0, was.current + 1))
+                with m.Case(ControlOp.RESET):
+                    m.d.comb += [new.current.eq(0), new.torn.eq(0)]
+                with m.Case(ControlOp.TEARDOWN):
+                    m.d.comb += new.torn.eq(1)
+        new_pos, new_torn = new.current, new.torn
+        stored = Signal(RouteStrap)
+        reads = []
+        for mem in positions:
+            read = mem.read_port(domain="comb")
+            m.d.comb += read.addr.eq(color)
+            reads.append(read.data)
+        m.d.comb += stored.eq(Array(reads)[new_pos])
+        written = Signal(RouteStrap)
+        m.d.comb += [written.rx.eq(stage.rx), written.tx.eq(stage.tx)]
+        write = stage.write
+        published = Signal(RouteStrap)
+        m.d.comb += published.eq(Mux(write & (stage.position == new_pos), written, stored))
+        write_state = states.write_port()
+        with m.If(walking):
+            m.d.comb += [write_state.addr.eq(walk), write_state.en.eq(1),
+                         write_state.data.current.eq(0), write_state.data.torn.eq(0),
+                         write_state.data.last.eq(0 if self.straps else walk_last)]
+        with m.Else():
+            m.d.comb += [write_state.addr.eq(color), write_state.en.eq(stage_valid),
+                         write_state.data.eq(new)]
+
+        # Writes: the walk, else the engine.
+        for k, mem in enumerate(positions):
+            port = mem.write_port()
+            with m.If(walking):
+                m.d.comb += [port.addr.eq(walk), port.data.eq(walk_route[k] if k == 0 or
+                                                             not self.straps else 0),
+                             port.en.eq(1)]
+            with m.Else():
+                m.d.comb += [port.addr.eq(color), port.data.eq(written),
+                             port.en.eq(stage_valid & write & (stage.position == k))]
+        for port, wp in zip(ports, copies):
+            with m.If(walking):
+                m.d.comb += [wp.addr.eq(walk), wp.en.eq(1),
+                             wp.data.accept.eq(walk_route[0].rx.bit_select(port.value, 1)),
+                             wp.data.tx.eq(walk_route[0].tx), wp.data.torn.eq(0)]
+            with m.Else():
+                m.d.comb += [wp.addr.eq(color), wp.en.eq(stage_valid),
+                             wp.data.accept.eq(published.rx.bit_select(port.value, 1)),
+                             wp.data.tx.eq(published.tx), wp.data.torn.eq(new_torn)]
+        return m

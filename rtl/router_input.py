@@ -1,0 +1,251 @@
+"""One input port of the router: the route lookup on arrival, the queues, and the one head it
+offers the switch allocator each cycle."""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .route_state import PortRoute, RouteLookup, RouteUpdate
+from .validate import integer
+from .wavelet import (
+    MAX_COLORS,
+    ConfigOp,
+    ConfigPayload,
+    ControlOp,
+    ControlPayload,
+    Direction,
+    Wavelet,
+)
+
+__all__ = ["QueueEntry", "RouterInput"]
+
+_SWITCH_OPS = (ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN)
+
+
+class QueueEntry(data.Struct):
+    """A queued wavelet with the outputs its route gave it on arrival."""
+    wavelet: Wavelet
+    tx:      5      # output ports still to copy to when it reaches the head
+    torn:    1      # its color was torn down on arrival: look the route up again at the head
+
+
+class RouterInput(wiring.Component):
+    """Arrival, queues and head of one input port.
+
+    **Arrival.** The wavelet on ``i`` is looked up (``arrive``, or the configuration route
+    ``cfg_route`` for the configuration color) in the cycle it is offered, and then:
+
+    - dropped (taken and counted in ``drops``) when its port is not in the route's ``rx`` or
+      the route has no output; a configuration for this router (``hops == 0``) naming a color
+      outside the table or an unknown operation is dropped likewise;
+    - a configuration for this router, or a switch command (control ``ADVANCE``, ``RESET``,
+      ``TEARDOWN``), goes to the route state's update engine (``update``); a switch command is
+      also queued, with the route it arrived on. The input then waits one cycle, so the next
+      wavelet's lookup sees the change;
+    - otherwise it is written to queue ``queue`` (given by the router from its color) with its
+      ``tx`` mask; a configuration to forward leaves with ``hops - 1``. A wavelet of a torn-down
+      color is queued flagged ``torn``.
+
+    ``i.ready`` is high when the wavelet can be disposed of this cycle: its queue has room and,
+    if it needs one, the update engine takes it.
+
+    **Queues.** ``n_queues`` circular buffers of ``depth`` :class:`QueueEntry` in one LUT RAM.
+
+    **Head.** One queue is the *candidate*; its head is offered as ``offer`` to the outputs in
+    ``request`` (those it still owes). ``served`` says which took a copy; once every copy is
+    taken the entry leaves. The candidate moves to the next queue with something in it when its
+    head leaves or makes no progress, so a head blocked on a busy output or a torn-down color
+    never holds back another queue. Each queue keeps its own "copies still owed" mask, so a
+    half-sent multicast survives a rotation. A ``torn`` head waits until its color reopens,
+    then is looked up again (``head``): routed, dropped, or, if it is a switch command, applied
+    first.
+
+    Without ``u_turns`` the copy a route would send back out of ``port`` is not made (and a
+    route left with no output drops the wavelet): a mesh's color plan never asks for one, and
+    the crossbar is then 4:1 per output.
+
+    Latency: a wavelet taken at a clock edge can be offered in the next cycle.
+    """
+
+    def __init__(self, *, n_queues, depth, n_colors, cfg_color, port=None, u_turns=True):
+        self.n_queues = integer("n_queues", n_queues, 1, 9)
+        self.depth = integer("depth", depth, 2)
+        self.n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
+        self.cfg_color = cfg_color
+        self.port = None if port is None else Direction(port)
+        self.u_turns = bool(u_turns)
+        if not self.u_turns and self.port is None:
+            raise ValueError("an input without U-turns needs its port")
+        super().__init__({
+            "i": In(stream.Signature(Wavelet)),
+            "queue": In(range(self.n_queues)),
+            "cfg_route": In(PortRoute),
+            "enable": In(1),
+            "arrive": Out(RouteLookup()),
+            "head": Out(RouteLookup()),
+            "update": Out(stream.Signature(RouteUpdate)),
+            "request": Out(5),
+            "offer": Out(Wavelet),
+            "served": In(5),
+            "drops": Out(range(3)),
+            "empty": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        Q, D = self.n_queues, self.depth
+        ptr_bits = (D - 1).bit_length()
+        lock = Signal()              # an update of ours is being applied: wait a cycle
+
+        # Arrival.
+        w = self.i.payload
+        is_cfg = Const(0) if self.cfg_color is None else (w.color == self.cfg_color)
+        cfg = data.View(ConfigPayload, w.data)
+        op = data.View(ControlPayload, w.data).op
+        m.d.comb += self.arrive.color.eq(w.color)
+        route = Signal(PortRoute)
+        m.d.comb += route.eq(Mux(is_cfg, self.cfg_route, self.arrive.route))
+        if not self.u_turns:        # never back out of the port it came in by
+            m.d.comb += route.tx.eq(Mux(is_cfg, self.cfg_route.tx, self.arrive.route.tx)
+                                    & ~self.port.bit)
+        consume = is_cfg & (cfg.hops == 0)
+        is_switch = w.ctrl & ~is_cfg & op.as_value().matches(*(o.value for o in _SWITCH_OPS))
+        torn = ~is_cfg & route.torn
+        drop = Signal()
+        bad_cfg = Signal()
+        m.d.comb += [
+            drop.eq(~torn & (~route.accept | (~consume & (route.tx == 0)))),
+            bad_cfg.eq(consume & ((cfg.target >= self.n_colors) |
+                                  ~cfg.op.as_value().matches(*(o.value for o in ConfigOp)))),
+        ]
+        wants_update = ~torn & ~drop & ((consume & ~bad_cfg) | is_switch)
+        enqueue = ~consume & ~drop
+
+        # Queue bookkeeping.
+        wr = [Signal(max(ptr_bits, 1), name=f"q{q}_wr") for q in range(Q)]
+        rd = [Signal(max(ptr_bits, 1), name=f"q{q}_rd") for q in range(Q)]
+        level = [Signal(range(D + 1), name=f"q{q}_level") for q in range(Q)]
+        started = [Signal(name=f"q{q}_started") for q in range(Q)]
+        owed = [Signal(5, name=f"q{q}_owed") for q in range(Q)]
+        room = Array(lv != D for lv in level)[self.queue]
+
+        # Head of the candidate queue.
+        cand = Signal(range(Q))
+        mem = m.submodules.queues = Memory(shape=QueueEntry, depth=Q << ptr_bits, init=[])
+        head_port = mem.read_port(domain="comb")
+        m.d.comb += head_port.addr.eq(Cat(Array(rd)[cand], cand) if ptr_bits else cand)
+        head = head_port.data
+        h_valid = Array(lv != 0 for lv in level)[cand]
+        h_started = Array(started)[cand]
+        h_owed = Array(owed)[cand]
+
+        # A torn head is never offered. The candidate's torn head is looked up again (``head``)
+        # and the answer registered; in the next cycle, if its color has reopened, that queue's
+        # head is dropped, or marked started with the new route's outputs owed (a switch
+        # command once its update has a place in the slot), and offered like any other.
+        m.d.comb += self.head.color.eq(head.wavelet.color)
+        h_op = data.View(ControlPayload, head.wavelet.data).op
+        h_switch = head.wavelet.ctrl & h_op.as_value().matches(*(o.value for o in _SWITCH_OPS))
+        seen = Signal()                      # a torn head's lookup is registered in `again`
+        seen_q = Signal(range(Q))
+        seen_switch = Signal()
+        seen_op = Signal(ControlOp)
+        seen_color = Signal(self.head.color.shape())
+        again = Signal(PortRoute)
+        m.d.sync += [seen.eq(h_valid & ~h_started & head.torn & ~seen & ~lock),
+                     seen_q.eq(cand), seen_switch.eq(h_switch), seen_op.eq(h_op),
+                     seen_color.eq(head.wavelet.color), again.eq(self.head.route)]
+        if not self.u_turns:
+            m.d.sync += again.tx.eq(self.head.route.tx & ~self.port.bit)
+        reopened = seen & ~again.torn & ~lock
+        h_drop = Signal()
+        m.d.comb += h_drop.eq(reopened & (~again.accept | (again.tx == 0)))
+        h_update = reopened & ~h_drop & seen_switch
+
+        # Updates go through a one-entry slot (a register, so that the update engine's choice
+        # among the inputs never reaches this input's ready): the arriving wavelet's first,
+        # else the head's reopened switch command. The input waits while its update is pending
+        # and the cycle the engine applies it.
+        slot_valid = Signal()
+        slot = Signal(RouteUpdate)
+        applying = Signal()
+        m.d.comb += [lock.eq(slot_valid | applying),
+                     self.update.valid.eq(slot_valid), self.update.payload.eq(slot)]
+        m.d.sync += applying.eq(self.update.valid & self.update.ready)
+        arrival_update = self.enable & ~lock & self.i.valid & wants_update & (consume | room)
+        head_update = h_update & ~arrival_update
+        with m.If(head_update | arrival_update):
+            m.d.sync += [
+                slot_valid.eq(1),
+                slot.write.eq(arrival_update & is_cfg & (cfg.op == ConfigOp.WRITE_ROUTE)),
+                slot.color.eq(Mux(arrival_update, Mux(is_cfg, cfg.target, w.color),
+                                  seen_color)),
+                slot.cmd.eq(Mux(arrival_update, Mux(is_cfg, cfg.cmd, op), seen_op)),
+                slot.position.eq(cfg.position), slot.last.eq(cfg.last),
+                slot.rx.eq(cfg.rx), slot.tx.eq(cfg.tx),
+            ]
+        with m.Elif(self.update.ready):
+            m.d.sync += slot_valid.eq(0)
+
+        # Taking the arriving wavelet.
+        take = Signal()
+        m.d.comb += take.eq(self.enable & ~lock & (consume | drop | room))
+        m.d.comb += self.i.ready.eq(take)
+        push = self.i.valid & take & enqueue
+        entry = Signal(QueueEntry)
+        m.d.comb += [entry.wavelet.eq(w), entry.tx.eq(route.tx), entry.torn.eq(torn)]
+        with m.If(is_cfg):
+            m.d.comb += data.View(ConfigPayload, entry.wavelet.data).hops.eq(cfg.hops - 1)
+        write = mem.write_port()
+        m.d.comb += [write.addr.eq(Cat(Array(wr)[self.queue], self.queue) if ptr_bits
+                                   else self.queue),
+                     write.data.eq(entry), write.en.eq(push)]
+
+        # Offering the head.
+        present = Signal()
+        tx = Mux(h_started, h_owed, head.tx)
+        m.d.comb += [
+            present.eq(h_valid & (h_started | ~head.torn)),
+            self.request.eq(Mux(present, tx, 0)),
+            self.offer.eq(head.wavelet),
+        ]
+        left = tx & ~self.served
+        pop = Signal()
+        m.d.comb += pop.eq(present & (left == 0))
+        resumed = reopened & ~h_drop & (~seen_switch | ~arrival_update)
+
+        m.d.comb += self.drops.eq((self.i.valid & take & (drop | bad_cfg)) + h_drop)
+        m.d.comb += self.empty.eq(Cat(lv == 0 for lv in level) == (1 << Q) - 1)
+
+        # Per-queue state.
+        content = Signal(Q)      # holds something next cycle (ignoring the candidate's pop)
+        for q in range(Q):
+            pushed = push & (self.queue == q)
+            popped = (pop & (cand == q)) | (h_drop & (seen_q == q))
+            m.d.sync += level[q].eq(level[q] + pushed - popped)
+            m.d.comb += content[q].eq((level[q] != 0) | pushed)
+            if ptr_bits:
+                with m.If(pushed):
+                    m.d.sync += wr[q].eq(Mux(wr[q] == D - 1, 0, wr[q] + 1))
+                with m.If(popped):
+                    m.d.sync += rd[q].eq(Mux(rd[q] == D - 1, 0, rd[q] + 1))
+            with m.If(resumed & (seen_q == q)):     # not the candidate's pop: a torn head
+                m.d.sync += [started[q].eq(1), owed[q].eq(again.tx)]
+            with m.Elif(cand == q):
+                with m.If(pop):
+                    m.d.sync += started[q].eq(0)
+                with m.Elif(present):
+                    m.d.sync += [started[q].eq(1), owed[q].eq(left)]
+
+        # The next candidate: stay while the head makes progress, else the next queue (after
+        # this one) that holds something; stay when no other queue does.
+        if Q > 1:
+            with m.If(self.served == 0):
+                for k in reversed(range(1, Q)):         # later assignments win: nearest first
+                    with m.Switch(cand):
+                        for c in range(Q):
+                            with m.Case(c):
+                                with m.If(content[(c + k) % Q]):
+                                    m.d.sync += cand.eq((c + k) % Q)
+        return m
