@@ -20,9 +20,11 @@ and of a control wavelet's ``arg``, by opcode::
     ReadArg          addr[15:0]  len[27:16]                        READ
     CrArg            o[27:0]                                       CR, CR_OUT
 
-Inside a tile: :class:`CrEntry` (``o``, ``raw``: a carriage return queued for the partial-sum
-engine), the straps of a strapped tile (:class:`RouteStrap` per color in
-:func:`route_straps_layout`, the configuration route, :func:`core_strap_layout`).
+Inside a tile: :func:`cr_job_layout` (a carriage return queued for the partial-sum engine, its
+``o`` split into result slot and owner row; :class:`CrEntry`, with ``o`` whole, was that queue's
+entry before the core was split and no hardware uses it now), the straps of a strapped tile
+(:class:`RouteStrap` per color in :func:`route_straps_layout`, the configuration route,
+:func:`core_strap_layout`).
 
 The wavelet itself (:class:`~rtl.wavelet.Wavelet`), the control and configuration payloads and
 their opcodes live in :mod:`rtl.wavelet` and are re-exported here.
@@ -62,6 +64,8 @@ __all__ = [
     # straps
     "RouteStrap", "ROUTE_STRAP", "route_straps_layout", "route_straps_value",
     "core_strap_layout", "core_strap_codec", "core_strap_value",
+    # inside the core
+    "cr_job_layout",
 ]
 
 
@@ -208,3 +212,15 @@ def core_strap_value(params):
         raise TypeError(f"params must be a CoreParams, not {params!r}")
     return int(core_strap_codec(params.rows).pack(**dataclasses.asdict(params.colors),
                                                   row=params.row))
+
+
+# Inside the core ---------------------------------------------------------------------------------
+
+@cache
+def cr_job_layout(rows, n_out):
+    """A carriage return queued for the partial-sum engine: output feature ``o`` split into
+    ``slot`` (``o // rows``, kept to the bits of ``range(n_out)``: the engine writes ``Y`` only
+    when the slot is in it) and ``owner`` (``o % rows``), and ``raw`` (a CR_OUT)."""
+    return data.StructLayout({"slot": unsigned(max(1, (n_out - 1).bit_length())),
+                              "owner": unsigned(max(1, (rows - 1).bit_length())),
+                              "raw": unsigned(1)})

@@ -5,54 +5,70 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
-from .isa import core_strap_layout
+from .isa import core_strap_layout, cr_job_layout
 from .wavelet import Wavelet
 
-__all__ = ["PsumEngine"]
+__all__ = ["AccDrainSignature", "PsumEngine"]
+
+
+class AccDrainSignature(wiring.Signature):
+    """The partial-sum engine to the accumulator buffers (the engine's side).
+
+    Members
+    -------
+    busy : Out(1)
+        A reduction is in progress.
+    done : Out(1)
+        The last token of an output is added this cycle: its buffer is free after it.
+    read, read_bank, read_index : Out
+        Read the accumulator of token ``read_index * lanes + read_bank`` of the buffer being
+        reduced or, with ``read_next``, of the next one (token 0 of the next output).
+    read_next : Out(1)
+    data : In(acc_shape)
+        The accumulator of the token in ``add`` (bank ``clear_bank``): read the cycle before
+        and held by its bank's read port until that bank is read again.
+    clear, clear_bank, clear_index : Out
+        Write zero to the accumulator of the token in ``add`` as it completes.
+    """
+
+    def __init__(self, params):
+        super().__init__({
+            "busy":        Out(1),
+            "done":        Out(1),
+            "read":        Out(1),
+            "read_next":   Out(1),
+            "read_bank":   Out(range(params.lanes)),
+            "read_index":  Out(range(params.tpb)),
+            "data":        In(params.fmt.acc_shape),
+            "clear":       Out(1),
+            "clear_bank":  Out(range(params.lanes)),
+            "clear_index": Out(range(params.tpb)),
+        })
 
 
 class PsumEngine(wiring.Component):
     """Reduces one retired accumulator buffer for output feature ``o`` (``docs/pe.md``).
 
-    On ``start`` (taken while ``can_start``) it latches ``o`` and its role (owner row
-    ``o % rows``, result slot ``o // rows``), then streams the tokens in order through two stages:
-    ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
+    It takes a carriage return from ``job`` (while idle, or while adding the last token of
+    the output before), with its role already split out (owner row ``o % rows``, result slot
+    ``o // rows``: :func:`~rtl.isa.cr_job_layout`), then streams the tokens in order through two
+    stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
     FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
     row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``),
-    zeroing ``ACC[t]``. The next token is read while
-    one is added, unless the add waits (its data must hold in the read port).
+    zeroing ``ACC[t]``. The next token is read while one is added, unless the add waits (its
+    data must hold in the read port).
 
-    Latency: 1 cycle from ``start`` to the first read. Throughput: one token per cycle while
-    its inputs and the output are ready: ``n_tok`` cycles an output when the next one is
-    waiting (its first read overlaps the last add), ``n_tok + 2`` from idle. The core checks a CR
-    before starting the engine (a slot outside ``Y`` is an error there), and starts it only while
-    ``busy`` is low.
+    Latency: 1 cycle from a job to the first read. Throughput: one token per cycle while its
+    inputs and the output are ready: ``n_tok`` cycles an output when the next one is waiting
+    (its first read overlaps the last add), ``n_tok + 2`` from idle. The core checks a CR
+    before queueing it (a slot outside ``Y`` is an error there).
 
     Members
     -------
-    start : In(1)
-        Begin a reduction (ignored while ``busy``).
-    o : In(28)
-        The output feature of that reduction.
-    raw : In(1)
-        With ``start``: the owner row sends its totals (32-bit, not requantised) on the
-        ``out`` color instead of writing ``Y`` (``CR_OUT``).
-    busy : Out(1)
-        A reduction is in progress.
-    can_start : Out(1)
-        ``start`` is taken this cycle: idle, or adding the last token of an output (the next
-        output's first read then overlaps that add).
-    done : Out(1)
-        The last token of an output is added this cycle.
-    read_next : Out(1)
-        This cycle's ``acc_read`` is token 0 of the next output (its buffer, not this one's).
-    acc_read, read_bank, read_index : Out
-        Read the retired buffer's accumulator of token ``read_index * lanes + read_bank``.
-    acc_data : In(fmt.acc_shape)
-        The accumulator of the token in ``add`` (bank ``clear_bank``): read the cycle before
-        and held by its bank's read port until that bank is read again.
-    acc_clear, clear_bank, clear_index : Out
-        Write zero to the accumulator of the token in ``add`` as it completes.
+    job : In(stream.Signature(cr_job_layout(rows, n_out)))
+        The next reduction (``ready``: it is taken this cycle).
+    acc : Out(AccDrainSignature(params))
+        To the retired accumulator buffer.
     psum_n, psum_s : In(stream.Signature(32))
         Psums from the north and the south neighbour, in token order.
     out : Out(stream.Signature(Wavelet))
@@ -74,20 +90,8 @@ class PsumEngine(wiring.Component):
         straps = {"strap": In(core_strap_layout(params.rows))} if self.straps else {}
         super().__init__({
             **straps,
-            "start":     In(1),
-            "o":         In(28),
-            "raw":       In(1),
-            "busy":      Out(1),
-            "can_start": Out(1),
-            "done":      Out(1),
-            "read_next": Out(1),
-            "acc_read":    Out(1),
-            "read_bank":   Out(range(params.lanes)),
-            "read_index":  Out(range(params.tpb)),
-            "acc_data":    In(fmt.acc_shape),
-            "acc_clear":   Out(1),
-            "clear_bank":  Out(range(params.lanes)),
-            "clear_index": Out(range(params.tpb)),
+            "job":       In(stream.Signature(cr_job_layout(params.rows, params.n_out))),
+            "acc":       Out(AccDrainSignature(params)),
             "psum_n":    In(stream.Signature(32)),
             "psum_s":    In(stream.Signature(32)),
             "out":       Out(stream.Signature(Wavelet)),
@@ -101,9 +105,10 @@ class PsumEngine(wiring.Component):
         m = Module()
         p, fmt = self.params, self.params.fmt
         colors, row = (self.strap, self.strap.row) if self.straps else (p.colors, p.row)
+        acc, job = self.acc, self.job
+        log_lanes = p.lanes.bit_length() - 1          # lanes is a power of two
 
-        o = Signal(28)
-        slot = Signal(28)
+        slot = Signal.like(job.payload.slot)
         need_n = Signal()
         need_s = Signal()
         is_owner = Signal()
@@ -113,17 +118,17 @@ class PsumEngine(wiring.Component):
         add_token = Signal(range(p.n_tok))           # token in the add stage
         add_valid = Signal()
 
-        read_from = Mux(self.read_next, 0, read_token)       # token 0 of the next output
+        read_from = Mux(acc.read_next, 0, read_token)        # token 0 of the next output
         m.d.comb += [
-            self.read_bank.eq(read_from % p.lanes),
-            self.read_index.eq(read_from // p.lanes),
-            self.clear_bank.eq(add_token % p.lanes),
-            self.clear_index.eq(add_token // p.lanes),
+            acc.read_bank.eq(read_from[:log_lanes]),
+            acc.read_index.eq(read_from >> log_lanes),
+            acc.clear_bank.eq(add_token[:log_lanes]),
+            acc.clear_index.eq(add_token >> log_lanes),
         ]
 
         from_n = fmt.acc_from_bits(self.psum_n.payload)
         from_s = fmt.acc_from_bits(self.psum_s.payload)
-        s1, over1 = fmt.accumulate(self.acc_data, Mux(need_n, from_n, 0))
+        s1, over1 = fmt.accumulate(acc.data, Mux(need_n, from_n, 0))
         s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0))
         result, over_q = fmt.requantise(s2)
         inputs_ready = (~need_n | self.psum_n.valid) & (~need_s | self.psum_s.valid)
@@ -138,12 +143,13 @@ class PsumEngine(wiring.Component):
             self.y_value.eq(result),
             self.y_address.eq(slot * p.n_tok + add_token),
         ]
+        start = job.valid & job.ready
 
         def take_next():
             """Latch the next output and its role (owner row, result slot)."""
-            owner = self.o % p.rows
+            owner = job.payload.owner
             m.d.sync += [
-                o.eq(self.o), raw.eq(self.raw), slot.eq(self.o // p.rows),
+                raw.eq(job.payload.raw), slot.eq(job.payload.slot),
                 need_n.eq((row > 0) & (row <= owner)),
                 need_s.eq((row < p.rows - 1) & (row >= owner)),
                 is_owner.eq(owner == row),
@@ -152,14 +158,14 @@ class PsumEngine(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.can_start.eq(1)
-                with m.If(self.start):
+                m.d.comb += job.ready.eq(1)
+                with m.If(start):
                     take_next()
                     m.d.sync += [read_token.eq(0), add_valid.eq(0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [
-                    self.busy.eq(1),
+                    acc.busy.eq(1),
                     self.out.valid.eq(add_valid & inputs_ready & (~is_owner | raw)),
                     fire.eq(add_valid & inputs_ready & ((is_owner & ~raw) | self.out.ready)),
                 ]
@@ -167,20 +173,20 @@ class PsumEngine(wiring.Component):
                     m.d.comb += [
                         self.psum_n.ready.eq(need_n),
                         self.psum_s.ready.eq(need_s),
-                        self.acc_clear.eq(1),
+                        acc.clear.eq(1),
                         self.y_write.eq(is_owner & ~raw),
                         self.overflow.eq(over1 | over2 | (is_owner & ~raw & over_q)),
                     ]
                 read = (read_token < p.n_tok) & (~add_valid | fire)
                 last = fire & (read_token == p.n_tok)
-                m.d.comb += [self.done.eq(last), self.can_start.eq(last)]
-                with m.If(last & self.start):
+                m.d.comb += [acc.done.eq(last), job.ready.eq(last)]
+                with m.If(start):
                     # the next output's first read overlaps this output's last add
                     take_next()
-                    m.d.comb += [self.acc_read.eq(1), self.read_next.eq(1)]
+                    m.d.comb += [acc.read.eq(1), acc.read_next.eq(1)]
                     m.d.sync += [read_token.eq(1), add_token.eq(0), add_valid.eq(1)]
                 with m.Elif(read):
-                    m.d.comb += self.acc_read.eq(1)
+                    m.d.comb += acc.read.eq(1)
                     m.d.sync += [read_token.eq(read_token + 1), add_token.eq(read_token),
                                  add_valid.eq(1)]
                 with m.Elif(fire):

@@ -1,0 +1,166 @@
+"""One lane of the core: its bank of ``X``, the bank's nonzero masks, the zero-skip walk of an
+AXPY over them, and the lane's MAC."""
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .core_params import CoreParams
+from .mac import Mac
+from .validate import integer
+
+__all__ = ["AccPortSignature", "AxpyLane"]
+
+
+class AccPortSignature(wiring.Signature):
+    """A lane's MAC to its bank of the accumulator buffers (the MAC's side).
+
+    Members
+    -------
+    read, read_index : Out
+        ``s1``: read the accumulator of bank index ``read_index`` (of the buffer the AXPY
+        was issued to); its value is ``data`` in the next cycle.
+    data : In(acc_shape)
+        ``s2``: the accumulator read the cycle before.
+    write, write_index, write_data : Out
+        ``s2``: write the sum back.
+    """
+
+    def __init__(self, params):
+        super().__init__({
+            "read":        Out(1),
+            "read_index":  Out(range(params.tpb)),
+            "data":        In(params.fmt.acc_shape),
+            "write":       Out(1),
+            "write_index": Out(range(params.tpb)),
+            "write_data":  Out(params.fmt.acc_shape),
+        })
+
+
+class AxpyLane(wiring.Component):
+    """Bank ``b`` of the core: tokens ``t`` with ``t % lanes == b``, at index ``t // lanes``.
+
+    Holds the bank's ``X`` (``n_feat * tpb`` operands) and a ``tpb``-bit nonzero mask per
+    feature (read combinationally at ``feature``). A LOAD writes one operand and its mask bit.
+    An AXPY walks the nonzero tokens of the slot's mask, lowest first, one a cycle (``walk``):
+    the first cycle takes the mask (none with a zero ``weight``), later ones (``active``) what
+    is left; ``done`` says nothing is left after this cycle's token. Each token goes through
+    the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle (``s1``), the accumulator
+    in the next and written back in the one after (``s2``).
+
+    Latency: a token's sum is written 2 cycles after its walk cycle. Throughput: one token a
+    cycle. Bad input: the dispatcher checks slots and LOAD addresses before it asks.
+
+    Parameters
+    ----------
+    params : CoreParams
+    bank : int
+        Which bank (``0 .. lanes-1``): it names the memories (``x{bank}``, ``mask{bank}``).
+
+    Members
+    -------
+    feature : In(range(n_feat))
+        The feature whose mask is read: the AXPY's slot or the LOAD's feature.
+    nonzero : Out(range(tpb + 1))
+        Nonzero tokens of ``feature`` in this bank.
+    walk, active, weight, zero_weight : In
+        Issue this cycle's token of an AXPY of ``weight`` on ``feature``; ``active``: not its
+        first cycle.
+    done : Out(1)
+        This bank has no token left after this cycle's.
+    load, load_index, load_value : In
+        LOAD: ``X[feature][load_index] := load_value`` and its mask bit.
+    read, read_address : In
+        READ: fetch ``X`` word ``read_address`` (``feature * tpb + index``); ``x_data`` in the
+        next cycle, held until the bank's ``X`` is read again.
+    x_data : Out(operand_shape)
+    busy : Out(1)
+        A token in ``s1`` or ``s2``.
+    acc : Out(AccPortSignature(params))
+        To the lane's accumulators.
+    overflow : Out(1)
+        The MAC saturated this cycle.
+    """
+
+    def __init__(self, params, bank=0):
+        if not isinstance(params, CoreParams):
+            raise TypeError(f"params must be a CoreParams, not {params!r}")
+        self.params = params
+        self.bank = integer("bank", bank, 0, params.lanes - 1)
+        fmt, tpb = params.fmt, params.tpb
+        super().__init__({
+            "feature":      In(range(params.n_feat)),
+            "nonzero":      Out(range(tpb + 1)),
+            "walk":         In(1),
+            "active":       In(1),
+            "weight":       In(fmt.operand_shape),
+            "zero_weight":  In(1),
+            "done":         Out(1),
+            "load":         In(1),
+            "load_index":   In(range(tpb)),
+            "load_value":   In(fmt.operand_shape),
+            "read":         In(1),
+            "read_address": In(range(params.n_feat * tpb)),
+            "x_data":       Out(fmt.operand_shape),
+            "busy":         Out(1),
+            "acc":          Out(AccPortSignature(params)),
+            "overflow":     Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, fmt, tpb = self.params, self.params.fmt, self.params.tpb
+        x = m.submodules[f"x{self.bank}"] = Memory(shape=fmt.operand_shape,
+                                                   depth=p.n_feat * tpb, init=[])
+        masks = m.submodules[f"mask{self.bank}"] = Memory(shape=tpb, depth=p.n_feat, init=[])
+        x_rp, x_wp = x.read_port(), x.write_port()
+        mask_rp, mask_wp = masks.read_port(domain="comb"), masks.write_port()
+        mac = m.submodules.mac = Mac(fmt)
+        mask = mask_rp.data
+        m.d.comb += [mask_rp.addr.eq(self.feature), self.x_data.eq(x_rp.data),
+                     self.nonzero.eq(sum(mask[i] for i in range(tpb)))]
+
+        # LOAD: the operand and its mask bit (read, modify, write in one cycle).
+        bit = Const(1, tpb) << self.load_index
+        m.d.comb += [
+            x_wp.addr.eq(self.feature * tpb + self.load_index), x_wp.data.eq(self.load_value),
+            x_wp.en.eq(self.load),
+            mask_wp.addr.eq(self.feature), mask_wp.en.eq(self.load),
+            mask_wp.data.eq(Mux(fmt.is_zero(self.load_value), mask & ~bit, mask | bit)),
+        ]
+
+        # The walk: the lowest remaining nonzero token, one a cycle.
+        remaining = Signal(tpb)
+        candidates = Signal(tpb)
+        m.d.comb += candidates.eq(Mux(self.active, remaining, Mux(self.zero_weight, 0, mask)))
+        lowest = (candidates & (~candidates + 1))[:tpb]
+        index = Signal(range(tpb))
+        for i in reversed(range(tpb)):
+            with m.If(lowest[i]):
+                m.d.comb += index.eq(i)
+        left = candidates & ~lowest
+        m.d.comb += self.done.eq(left == 0)
+
+        # s1: X read returned; s2: the accumulator read returned (the MAC's two stages).
+        s1_valid, s1_index, s2_index = Signal(), Signal(range(tpb)), Signal(range(tpb))
+        s1_weight = Signal(fmt.operand_shape)
+        m.d.sync += s1_valid.eq(0)
+        with m.If(self.walk):
+            m.d.sync += [s1_valid.eq(candidates != 0), s1_index.eq(index),
+                         remaining.eq(left), s1_weight.eq(self.weight)]
+        m.d.comb += [
+            x_rp.addr.eq(Mux(self.walk, self.feature * tpb + index, self.read_address)),
+            x_rp.en.eq((self.walk & (candidates != 0)) | self.read),
+        ]
+        m.d.sync += s2_index.eq(s1_index)
+        m.d.comb += [
+            mac.valid.eq(s1_valid), mac.a.eq(s1_weight), mac.b.eq(x_rp.data),
+            self.acc.read.eq(s1_valid), self.acc.read_index.eq(s1_index),
+            mac.acc.eq(self.acc.data),
+            self.acc.write.eq(mac.s1_valid), self.acc.write_index.eq(s2_index),
+            self.acc.write_data.eq(mac.sum),
+            self.busy.eq(s1_valid | mac.s1_valid),
+            self.overflow.eq(mac.overflow),
+        ]
+        return m

@@ -1,0 +1,122 @@
+"""The core's READ engine: words of ``X``, ``Y`` or the counters, out on the ``out`` color."""
+
+from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from .isa import ReadArg
+from .wavelet import Wavelet
+
+__all__ = ["ReadEngine", "SNAPSHOT"]
+
+#: The counters a READ sees as they were when it started (the others are live).
+SNAPSHOT = ("busy_cycles", "errors", "wavelets_out")
+
+
+class ReadEngine(wiring.Component):
+    """Runs one READ (``docs/pe.md``): ``len`` words from ``addr``, each sign-extended to 32
+    bits (``X``, ``Y``) or as is (a counter; ``busy_cycles``, ``errors`` and ``wavelets_out``
+    as they were at ``start``), sent on ``out`` with color ``out_color``.
+
+    Per word: one cycle to read it (busy), then one or more to hand it to ``out`` (busy in the
+    cycle it is taken, a stall while it waits). A READ of length 0 does nothing. Bad input: an
+    address outside the map reads 0 and raises ``error`` as its word is taken.
+
+    Members
+    -------
+    start, arg : In
+        Begin the READ ``arg`` (:class:`~rtl.isa.ReadArg`); only while not ``active``.
+    active : Out(1)
+        A READ is running (the dispatcher waits for it).
+    counters : In(ArrayLayout(32, len(COUNTERS)))
+        The live counters, in ``COUNTERS`` order.
+    x_read, x_address : Out
+        Fetch ``X`` word ``x_address`` of bank ``b`` (bit ``b`` of ``x_read``).
+    x_data : In(ArrayLayout(operand_shape, lanes))
+        Every bank's ``X`` word, the cycle after its fetch (and held after).
+    y_read, y_address, y_data : Out, Out, In
+        The same for ``Y`` (one bank).
+    out : Out(stream.Signature(Wavelet))
+    out_color : In(5)
+    busy, stall, error : Out(1)
+        This cycle is a READ's cost, a wait for ``out``, a bad word.
+    """
+
+    def __init__(self, params):
+        if not isinstance(params, CoreParams):
+            raise TypeError(f"params must be a CoreParams, not {params!r}")
+        self.params = params
+        fmt = params.fmt
+        super().__init__({
+            "start":     In(1),
+            "arg":       In(ReadArg),
+            "active":    Out(1),
+            "counters":  In(data.ArrayLayout(32, len(COUNTERS))),
+            "x_read":    Out(params.lanes),
+            "x_address": Out(range(params.n_feat * params.tpb)),
+            "x_data":    In(data.ArrayLayout(fmt.operand_shape, params.lanes)),
+            "y_read":    Out(1),
+            "y_address": Out(range(params.n_out * params.n_tok)),
+            "y_data":    In(fmt.operand_shape),
+            "out":       Out(stream.Signature(Wavelet)),
+            "out_color": In(5),
+            "busy":      Out(1),
+            "stall":     Out(1),
+            "error":     Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        lanes, tpb = p.lanes, p.tpb
+        log_tok, log_lanes = p.n_tok.bit_length() - 1, lanes.bit_length() - 1
+        send = Signal()
+        address, left = Signal(16), Signal(len(self.arg.len))
+        word = Signal(32)
+        bank, region = Signal(range(lanes)), Signal(2)   # region: 0 X, 1 Y, 2 counter, 3 bad
+        snapshot = {name: Signal(32, name=f"snap_{name}") for name in SNAPSHOT}
+        live = Array(snapshot.get(name, self.counters[k]) for k, name in enumerate(COUNTERS))
+
+        with m.If(self.start):
+            m.d.sync += [address.eq(self.arg.addr), left.eq(self.arg.len),
+                         self.active.eq(self.arg.len != 0), send.eq(0)]
+            m.d.sync += [snapshot[name].eq(self.counters[COUNTERS.index(name)])
+                         for name in SNAPSHOT]
+
+        in_x = address < p.n_feat * p.n_tok
+        in_y = (address >= Y_BASE) & (address < Y_BASE + p.n_out * p.n_tok)
+        in_c = (address >= COUNTER_BASE) & (address < COUNTER_BASE + len(COUNTERS))
+        t = address[:log_tok]                              # the token: bank, then index
+        with m.If(self.active & ~send):
+            m.d.comb += self.busy.eq(1)
+            f = address >> log_tok
+            m.d.comb += [self.x_address.eq(f * tpb + (t >> log_lanes)),
+                         self.x_read.eq(Mux(in_x, Const(1, lanes) << t[:log_lanes], 0)),
+                         self.y_address.eq(address - Y_BASE), self.y_read.eq(in_y)]
+            m.d.sync += [
+                bank.eq(t[:log_lanes]),
+                region.eq(Mux(in_x, 0, Mux(in_y, 1, Mux(in_c, 2, 3)))),
+                word.eq(live[(address - COUNTER_BASE)[:4]]),
+                send.eq(1),
+            ]
+        reply = data.View(Wavelet, self.out.payload)
+        value = Signal(32)
+        with m.Switch(region):
+            with m.Case(0):
+                m.d.comb += value.eq(self.x_data[bank].as_signed())
+            with m.Case(1):
+                m.d.comb += value.eq(self.y_data.as_signed())
+            with m.Case(2):
+                m.d.comb += value.eq(word)
+        m.d.comb += [reply.data.eq(value), reply.color.eq(self.out_color), reply.ctrl.eq(0)]
+        with m.If(self.active & send):
+            m.d.comb += self.out.valid.eq(1)
+            with m.If(self.out.ready):
+                m.d.comb += [self.busy.eq(1), self.error.eq(region == 3)]
+                m.d.sync += [address.eq(address + 1), left.eq(left - 1), send.eq(0)]
+                with m.If(left == 1):
+                    m.d.sync += self.active.eq(0)
+            with m.Else():
+                m.d.comb += self.stall.eq(1)
+        return m

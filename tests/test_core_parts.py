@@ -1,0 +1,390 @@
+"""The core's parts, each alone in Amaranth's simulator against a small Python model:
+:class:`RowSplit`, :class:`PeekFIFO`, :class:`InputSorter`, :class:`AxpyLane`,
+:class:`AccBuffers`, :class:`ReadEngine` and :class:`PsumEngine`."""
+
+import collections
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from wse.rtl.core_acc import AccBuffers
+from wse.rtl.core_input import InputSorter
+from wse.rtl.core_lane import AxpyLane
+from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from wse.rtl.core_read import SNAPSHOT, ReadEngine
+from wse.rtl.core_rows import RowSplit
+from wse.rtl.isa import WAVELET, ReadArg
+from wse.rtl.peek_fifo import PeekFIFO
+from wse.rtl.psum import PsumEngine
+
+
+def simulate(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 6, 7, 12])
+def test_row_split_is_divmod_without_a_divider(rows):
+    dut = RowSplit(rows, 28)
+    rng = np.random.default_rng(rows)
+    values = [0, 1, rows - 1, rows, 2**28 - 1, 2**28 - rows, *rng.integers(0, 2**28, 300)]
+    got = []
+
+    async def bench(ctx):
+        for o in values:
+            ctx.set(dut.o, int(o))
+            got.append((ctx.get(dut.slot), ctx.get(dut.owner)))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [divmod(int(o), rows) for o in values]
+
+
+def test_row_split_checks_its_arguments():
+    with pytest.raises(ValueError, match="rows must be"):
+        RowSplit(0, 28)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_peek_fifo_shows_two_entries_and_takes_one_or_two(depth):
+    dut = PeekFIFO(8, depth)
+    rng = np.random.default_rng(depth)
+    model = collections.deque()
+
+    async def bench(ctx):
+        written = 0
+        for _ in range(400):
+            assert ctx.get(dut.r.valid) == (len(model) >= 1)
+            assert ctx.get(dut.r.next_valid) == (len(model) >= 2)
+            if model:
+                assert ctx.get(dut.r.head) == model[0]
+            if len(model) >= 2:
+                assert ctx.get(dut.r.next) == model[1]
+            write, take = rng.random() < 0.6, int(rng.integers(0, 3))
+            ctx.set(dut.w.valid, write)
+            ctx.set(dut.w.payload, written & 0xFF)
+            ctx.set(dut.r.take, take == 1)
+            ctx.set(dut.r.take2, take == 2)
+            room = ctx.get(dut.w.ready)
+            assert room == (len(model) < depth)
+            await ctx.tick()
+            for _ in range(min(take, len(model)) if take < 2 or len(model) >= 2 else 0):
+                model.popleft()
+            if write and room:
+                model.append(written & 0xFF)
+                written += 1
+
+    simulate(dut, bench)
+
+
+def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority():
+    params = CoreParams()
+    c = params.colors
+    dut = InputSorter(params, cmd_depth=3, psum_depth=2)
+    rng = np.random.default_rng(1)
+    colors = [c.cmd, c.weight, c.psum_from_n, c.psum_from_s, 30]
+    want = {"cmd": [], "n": [], "s": []}
+    got = {"cmd": [], "n": [], "s": []}
+
+    async def bench(ctx):
+        for cycle in range(600):
+            color = int(rng.choice(colors))
+            word = int(WAVELET.pack(data=cycle, color=color, ctrl=0))
+            offers = [bool(v) for v in rng.random(3) < [0.8, 0.4, 0.4]]
+            ctx.set(dut.i.valid, offers[0])
+            ctx.set(dut.i.payload.as_value(), word)
+            ctx.set(dut.psum_n_in.valid, offers[1])
+            ctx.set(dut.psum_n_in.payload, 100000 + cycle)
+            ctx.set(dut.psum_s_in.valid, offers[2])
+            ctx.set(dut.psum_s_in.payload, 200000 + cycle)
+            drain = [bool(v) for v in rng.random(3) < 0.5]
+            ctx.set(dut.cmd.take, drain[0])
+            ctx.set(dut.psum_n.ready, drain[1])
+            ctx.set(dut.psum_s.ready, drain[2])
+            accept = ctx.get(dut.accept)
+            cls = {c.psum_from_n: 1, c.psum_from_s: 2}.get(color, 0)
+            assert ctx.get(dut.i.ready) == (accept >> cls & 1)
+            took = [offers[0] and ctx.get(dut.i.ready), offers[1] and ctx.get(dut.psum_n_in.ready),
+                    offers[2] and ctx.get(dut.psum_s_in.ready)]
+            if took[0] and cls:           # a ramp psum only when its bypass offers none
+                assert not offers[cls]
+            assert ctx.get(dut.taken) == sum(map(bool, took))
+            if drain[0] and ctx.get(dut.cmd.valid):
+                got["cmd"].append(ctx.get(dut.cmd.head.as_value()))
+            for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
+                if ctx.get(port.ready) and ctx.get(port.valid):
+                    got[key].append(ctx.get(port.payload))
+            await ctx.tick()
+            if took[0]:
+                want[["cmd", "n", "s"][cls]].append(word if cls == 0 else cycle)
+            if took[1]:
+                want["n"].append(100000 + cycle)
+            if took[2]:
+                want["s"].append(200000 + cycle)
+
+    simulate(dut, bench)
+    for key in got:
+        assert got[key] == want[key][:len(got[key])] and len(got[key]) > 20, key
+
+
+@pytest.mark.parametrize("tpb", [1, 4, 8])
+def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
+    """LOAD a bank, then AXPYs: each takes max(1, nonzero tokens) cycles and adds
+    ``weight * x`` into the accumulators the test bench holds for the lane."""
+    params = CoreParams(n_feat=3, n_tok=tpb, n_out=1)
+    dut = AxpyLane(params)
+    rng = np.random.default_rng(tpb)
+    x = rng.integers(-300, 300, (3, tpb))
+    x[rng.random(x.shape) < 0.4] = 0
+    x[1] = 0                                      # a feature with no nonzero token
+    acc = np.zeros(tpb, dtype=np.int64)
+    weights = [(int(rng.integers(-300, 300)), int(rng.integers(0, 3))) for _ in range(12)]
+    weights += [(0, 0), (5, 1)]
+    cycles = []
+
+    async def bench(ctx):
+        for f in range(3):                        # LOAD, nonzero masks kept beside X
+            for t in range(tpb):
+                ctx.set(dut.feature, f)
+                ctx.set(dut.load, 1)
+                ctx.set(dut.load_index, t)
+                ctx.set(dut.load_value, int(x[f, t]))
+                await ctx.tick()
+        ctx.set(dut.load, 0)
+        pending = []                              # (index) read by the MAC, answered next cycle
+        for w, f in weights:
+            ctx.set(dut.feature, f)
+            assert ctx.get(dut.nonzero) == np.count_nonzero(x[f])
+            ctx.set(dut.weight, w)
+            ctx.set(dut.zero_weight, w == 0)
+            ctx.set(dut.walk, 1)
+            n = 0
+            while True:
+                ctx.set(dut.active, n > 0)
+                n += 1
+                done = ctx.get(dut.done)
+                pending = await step(ctx, pending)
+                if done:
+                    break
+            cycles.append(n)
+        ctx.set(dut.walk, 0)
+        for _ in range(3):
+            pending = await step(ctx, pending)
+
+    async def step(ctx, pending):
+        """One clock: answer last cycle's accumulator read, write back what the MAC sums."""
+        if pending:
+            ctx.set(dut.acc.data, int(acc[pending[0]]))
+        if ctx.get(dut.acc.write):
+            acc[ctx.get(dut.acc.write_index)] = ctx.get(dut.acc.write_data)
+        reads = [ctx.get(dut.acc.read_index)] if ctx.get(dut.acc.read) else []
+        await ctx.tick()
+        return reads
+
+    simulate(dut, bench)
+    want = np.zeros(tpb, dtype=np.int64)
+    for w, f in weights:
+        want += w * x[f]
+    assert list(acc) == list(want)
+    assert cycles == [max(1, np.count_nonzero(x[f])) if w else 1 for w, f in weights]
+
+
+def test_read_engine_sends_words_of_x_y_and_counters():
+    params = CoreParams(n_feat=2, n_tok=4, n_out=2, lanes=2)
+    dut = ReadEngine(params)
+    x = np.array([[1, -2, 3, 0], [5, 6, -7, 8]])
+    y = np.array([[-9, 10, 11, 12], [13, 14, 15, -16]])
+    counters = list(range(100, 100 + len(COUNTERS)))
+    reads = [(0, 8), (Y_BASE + 2, 4), (COUNTER_BASE, len(COUNTERS)), (0x7FFF, 2), (0, 0)]
+    sent, costs = [], []
+
+    def signed32(v):
+        return int(v) & 0xFFFFFFFF
+
+    async def bench(ctx):
+        ctx.set(dut.out_color, 14)
+        for k, value in enumerate(counters):
+            ctx.set(dut.counters[k], value)
+        for address, length in reads:
+            ctx.set(dut.arg, ReadArg.const({"addr": address, "len": length}))
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            for k in range(len(COUNTERS)):        # the live counters move on; snapshots don't
+                ctx.set(dut.counters[k], counters[k] + 1000)
+            busy = stall = errors = 0
+            for cycle in range(100):
+                if not ctx.get(dut.active):
+                    break
+                ctx.set(dut.out.ready, cycle % 3 == 2)
+                x_read, x_addr = ctx.get(dut.x_read), ctx.get(dut.x_address)
+                y_read, y_addr = ctx.get(dut.y_read), ctx.get(dut.y_address)
+                busy += ctx.get(dut.busy)
+                stall += ctx.get(dut.stall)
+                errors += ctx.get(dut.error)
+                if ctx.get(dut.out.valid) and ctx.get(dut.out.ready):
+                    word = WAVELET.unpack(ctx.get(dut.out.payload.as_value()))
+                    assert int(word["color"]) == 14 and int(word["ctrl"]) == 0
+                    sent.append(int(word["data"]))
+                await ctx.tick()
+                for b in range(2):
+                    if x_read >> b & 1:           # bank b's word at index x_addr
+                        f, i = divmod(x_addr, 2)
+                        ctx.set(dut.x_data[b], int(x[f, 2 * i + b]))
+                if y_read:
+                    ctx.set(dut.y_data, int(y.flat[y_addr]))
+            costs.append((busy, errors))
+            for k in range(len(COUNTERS)):
+                counters[k] += 1000
+
+    simulate(dut, bench)
+    live = [v - 2000 for v in counters]            # the counters during the third READ
+    want_counters = [live[k] - 1000 if name in SNAPSHOT else live[k]     # snapshots: at start
+                     for k, name in enumerate(COUNTERS)]
+    assert sent == ([signed32(v) for v in x.flat] + [signed32(v) for v in y.flat[2:6]]
+                    + want_counters + [0, signed32(-9)])
+    assert costs == [(2 * n, 1 if a == 0x7FFF else 0) for a, n in reads[:4]] + [(0, 0)]
+
+
+def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
+    """MAC ports add into the active buffer; ``retire`` queues it; the engine side reads back
+    each token's sum and clears it, so a buffer starts from zero when it comes round again."""
+    params = CoreParams(n_feat=1, n_tok=4, n_out=4, lanes=2, rows=2)
+    dut = AccBuffers(params, 2)
+    rng = np.random.default_rng(5)
+    drained, jobs, flags = [], [], []
+    want = []
+
+    async def add(ctx, bank, index, value):
+        mac = getattr(dut, f"mac{bank}")
+        ctx.set(dut.issue, 1)                     # walk cycle: the active buffer is latched
+        await ctx.tick()
+        ctx.set(dut.issue, 0)
+        ctx.set(mac.read, 1)                      # s1: read
+        ctx.set(mac.read_index, index)
+        await ctx.tick()
+        ctx.set(mac.read, 0)                      # s2: the sum goes back
+        ctx.set(mac.write, 1)
+        ctx.set(mac.write_index, index)
+        ctx.set(mac.write_data, ctx.get(mac.data) + value)
+        await ctx.tick()
+        ctx.set(mac.write, 0)
+
+    async def bench(ctx):
+        for o in range(4):
+            sums = np.zeros(4, dtype=np.int64)
+            for _ in range(6):
+                t, v = int(rng.integers(0, 4)), int(rng.integers(-1000, 1000))
+                await add(ctx, t % 2, t // 2, v)
+                sums[t] += v
+            want.append(list(sums))
+            ctx.set(dut.retire, 1)
+            ctx.set(dut.retire_job, {"slot": o // 2, "owner": o % 2, "raw": o == 3})
+            await ctx.tick()
+            ctx.set(dut.retire, 0)
+            flags.append((ctx.get(dut.pending), ctx.get(dut.full)))
+            ctx.set(dut.job.ready, 1)             # the engine takes the job...
+            assert ctx.get(dut.job.valid)
+            job = ctx.get(dut.job.payload)
+            jobs.append((job.slot, job.owner, job.raw))
+            await ctx.tick()
+            ctx.set(dut.job.ready, 0)
+            ctx.set(dut.drain.busy, 1)
+            got = []
+            for t in range(4):                    # ...reads each token, then clears it
+                ctx.set(dut.drain.read, 1)
+                ctx.set(dut.drain.read_bank, t % 2)
+                ctx.set(dut.drain.read_index, t // 2)
+                await ctx.tick()
+                ctx.set(dut.drain.read, 0)
+                ctx.set(dut.drain.clear_bank, t % 2)
+                ctx.set(dut.drain.clear_index, t // 2)
+                ctx.set(dut.drain.clear, 1)
+                ctx.set(dut.drain.done, t == 3)
+                got.append(ctx.get(dut.drain.data))
+                await ctx.tick()
+                ctx.set(dut.drain.clear, 0)
+                ctx.set(dut.drain.done, 0)
+            ctx.set(dut.drain.busy, 0)
+            drained.append(got)
+            flags.append((ctx.get(dut.pending), ctx.get(dut.full)))
+
+    simulate(dut, bench)
+    assert drained == want
+    assert jobs == [(o // 2, o % 2, int(o == 3)) for o in range(4)]
+    assert flags == [(1, 1), (0, 0)] * 4          # two buffers: one retired is all of them
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_psum_engine_adds_neighbours_psums_by_role(seed):
+    """Row 1 of 3: owner 0 sends acc + south psum north, owner 1 writes requantised
+    acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south."""
+    params = CoreParams(n_feat=1, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
+    c = params.colors
+    dut = PsumEngine(params)
+    rng = np.random.default_rng(seed)
+    outputs = [(o, bool(rng.integers(0, 2))) for o in range(7)]
+    acc = {o: list(rng.integers(-5000, 5000, 4)) for o, _ in outputs}
+    from_n = [int(v) for v in rng.integers(-5000, 5000, 40)]
+    from_s = [int(v) for v in rng.integers(-5000, 5000, 40)]
+    sent, y = [], {}
+
+    async def bench(ctx):
+        held = [0, 0]                             # each bank's read port holds its data
+        queue = list(outputs)
+        current = None                            # the output of the last job taken
+        n = s = 0
+        for _ in range(400):
+            ctx.set(dut.job.valid, bool(queue))
+            if queue:
+                o, raw = queue[0]
+                ctx.set(dut.job.payload, {"slot": o // 3, "owner": o % 3, "raw": raw})
+            ctx.set(dut.psum_n.valid, bool(rng.random() < 0.7))
+            ctx.set(dut.psum_n.payload, from_n[n] & 0xFFFFFFFF)
+            ctx.set(dut.psum_s.valid, bool(rng.random() < 0.7))
+            ctx.set(dut.psum_s.payload, from_s[s] & 0xFFFFFFFF)
+            ctx.set(dut.out.ready, bool(rng.random() < 0.6))
+            ctx.set(dut.acc.data, held[ctx.get(dut.acc.clear_bank)])
+            took = bool(queue) and ctx.get(dut.job.ready)
+            if ctx.get(dut.acc.read):             # token 0 of the job taken now, or current's
+                source = queue[0][0] if ctx.get(dut.acc.read_next) else current
+                bank, index = ctx.get(dut.acc.read_bank), ctx.get(dut.acc.read_index)
+                read = (bank, int(acc[source][index * 2 + bank]))
+            else:
+                read = None
+            if ctx.get(dut.out.valid) and ctx.get(dut.out.ready):
+                word = WAVELET.unpack(ctx.get(dut.out.payload.as_value()))
+                sent.append((int(word["color"]), int(word["data"])))
+            if ctx.get(dut.y_write):
+                y[ctx.get(dut.y_address)] = ctx.get(dut.y_value)
+            n += ctx.get(dut.psum_n.valid) and ctx.get(dut.psum_n.ready)
+            s += ctx.get(dut.psum_s.valid) and ctx.get(dut.psum_s.ready)
+            await ctx.tick()
+            if read:
+                held[read[0]] = read[1]
+            if took:
+                current = queue.pop(0)[0]
+
+    simulate(dut, bench)
+    want_sent, want_y, n, s = [], {}, 0, 0
+    for o, raw in outputs:
+        owner = o % 3
+        for t in range(4):
+            total = int(acc[o][t])
+            if owner >= 1:
+                total += from_n[n]
+                n += 1
+            if owner <= 1:
+                total += from_s[s]
+                s += 1
+            if owner == 1 and not raw:
+                want_y[(o // 3) * 4 + t] = round(total / 256)
+            else:
+                color = c.out if owner == 1 else (c.psum_to_n if owner == 0 else c.psum_to_s)
+                want_sent.append((color, total & 0xFFFFFFFF))
+    assert sent == want_sent
+    assert y == want_y
