@@ -42,8 +42,11 @@ __all__ = ["DEFAULT_SEEDS", "DEVICES", "Device", "FREQ_MHZ", "PARTS", "ROUTER_MO
 
 #: The parts ``wse build --part`` takes.
 PARTS = ("router", "tile")
-#: The router's parameters: 5 ports, 38-bit wavelets, 2-deep buffers, as the peers measured.
-ROUTER_PARAMS = {"n_colors": 24, "n_queues": 2, "depth": 2}
+#: The router's parameters: 5 ports, 38-bit wavelets, 2-deep buffers, as the peers measured,
+#: without U-turns as a mesh tile's router (a color plan never routes back; none of the
+#: peers turns back either); docs/fpga.md also gives the figures of ``Router``'s default,
+#: with U-turns.
+ROUTER_PARAMS = {"n_colors": 24, "n_queues": 2, "depth": 2, "u_turns": False}
 #: Verilog module name of the router built alone.
 ROUTER_MODULE = "wse_router"
 #: nextpnr's clock constraint (MHz): the same for every part and device, as for the peers.

@@ -1,6 +1,6 @@
 """The router's crossbar: each output copies the payload of the input its one-hot select names."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,12 +40,12 @@ class Crossbar(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width = len(self.inputs[0].as_value())
+        width = len(Value.cast(self.inputs[0]))
         for o in range(self.n_out):
             terms = []
             for i in (i for i in range(self.n_in) if (i, o) in self.pairs):
                 term = Signal(width, name=f"o{o}_i{i}")
-                m.d.comb += term.eq(self.inputs[i].as_value()
+                m.d.comb += term.eq(Value.cast(self.inputs[i])
                                     & self.select[o][i].replicate(width))
                 terms.append(term)
             if not terms:

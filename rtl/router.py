@@ -66,7 +66,7 @@ class Router(wiring.Component):
     cfg_route : Position
         Route of configuration wavelets; by default accepted from every port and not forwarded.
     counter_width : int
-        Width of ``drops``.
+        Width of ``drops`` (16 by default: it saturates, and ``error`` stays set).
     ramp_accept : bool
         The core says, per color, what it can take this cycle (``ramp_accept``): the ramp
         output arbitrates only among queue heads of those colors, so it never spends a cycle
@@ -109,7 +109,7 @@ class Router(wiring.Component):
     """
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
-                 cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=32,
+                 cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=16,
                  ramp_rotates=False, straps=False, ramp_accept=False, u_turns=True):
         n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         if cfg_color is not None:

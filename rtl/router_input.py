@@ -55,11 +55,11 @@ class RouterInput(wiring.Component):
     **Head.** One queue is the *candidate*; its head is offered as ``offer`` to the outputs in
     ``request`` (those it still owes). ``served`` says which took a copy; once every copy is
     taken the entry leaves. The candidate moves to the next queue with something in it when its
-    head leaves or makes no progress, so a head blocked on a busy output or a torn-down color
-    never holds back another queue. Each queue keeps its own "copies still owed" mask, so a
-    half-sent multicast survives a rotation. A ``torn`` head waits until its color reopens,
-    then is looked up again (``head``): routed, dropped, or, if it is a switch command, applied
-    first.
+    head makes no progress, so a head blocked on a busy output or a torn-down color never holds
+    back another queue. Each queue keeps its own "copies still owed" mask, so a half-sent
+    multicast survives a rotation. A ``torn`` head waits until its color reopens, then is looked
+    up again (``head``) and routed or dropped; a switch command held so is forwarded without
+    being applied (the configuration that reopened the color set its position).
 
     Without ``u_turns`` the copy a route would send back out of ``port`` is not made (and a
     route left with no output drops the wavelet): a mesh's color plan never asks for one, and
@@ -142,31 +142,23 @@ class RouterInput(wiring.Component):
 
         # A torn head is never offered. The candidate's torn head is looked up again (``head``)
         # and the answer registered; in the next cycle, if its color has reopened, that queue's
-        # head is dropped, or marked started with the new route's outputs owed (a switch
-        # command once its update has a place in the slot), and offered like any other.
+        # head is dropped, or marked started with the new route's outputs owed and offered
+        # like any other. A switch command held this way is forwarded but not applied: the
+        # configuration that reopened its color has set the position (docs/router.md).
         m.d.comb += self.head.color.eq(head.wavelet.color)
-        h_op = data.View(ControlPayload, head.wavelet.data).op
-        h_switch = head.wavelet.ctrl & h_op.as_value().matches(*(o.value for o in _SWITCH_OPS))
         seen = Signal()                      # a torn head's lookup is registered in `again`
-        seen_q = Signal(range(Q))
-        seen_switch = Signal()
-        seen_op = Signal(ControlOp)
-        seen_color = Signal(self.head.color.shape())
+        looking = h_valid & ~h_started & head.torn & ~seen
         again = Signal(PortRoute)
-        m.d.sync += [seen.eq(h_valid & ~h_started & head.torn & ~seen & ~lock),
-                     seen_q.eq(cand), seen_switch.eq(h_switch), seen_op.eq(h_op),
-                     seen_color.eq(head.wavelet.color), again.eq(self.head.route)]
+        m.d.sync += [seen.eq(looking), again.eq(self.head.route)]
         if not self.u_turns:
             m.d.sync += again.tx.eq(self.head.route.tx & ~self.port.bit)
-        reopened = seen & ~again.torn & ~lock
+        reopened = seen & ~again.torn
         h_drop = Signal()
         m.d.comb += h_drop.eq(reopened & (~again.accept | (again.tx == 0)))
-        h_update = reopened & ~h_drop & seen_switch
 
         # Updates go through a one-entry slot (a register, so that the update engine's choice
-        # among the inputs never reaches this input's ready): the arriving wavelet's first,
-        # else the head's reopened switch command. The input waits while its update is pending
-        # and the cycle the engine applies it.
+        # among the inputs never reaches this input's ready). The input waits while its update
+        # is pending and the cycle the engine applies it.
         slot_valid = Signal()
         slot = Signal(RouteUpdate)
         applying = Signal()
@@ -174,14 +166,12 @@ class RouterInput(wiring.Component):
                      self.update.valid.eq(slot_valid), self.update.payload.eq(slot)]
         m.d.sync += applying.eq(self.update.valid & self.update.ready)
         arrival_update = self.enable & ~lock & self.i.valid & wants_update & (consume | room)
-        head_update = h_update & ~arrival_update
-        with m.If(head_update | arrival_update):
+        with m.If(arrival_update):
             m.d.sync += [
                 slot_valid.eq(1),
-                slot.write.eq(arrival_update & is_cfg & (cfg.op == ConfigOp.WRITE_ROUTE)),
-                slot.color.eq(Mux(arrival_update, Mux(is_cfg, cfg.target, w.color),
-                                  seen_color)),
-                slot.cmd.eq(Mux(arrival_update, Mux(is_cfg, cfg.cmd, op), seen_op)),
+                slot.write.eq(is_cfg & (cfg.op == ConfigOp.WRITE_ROUTE)),
+                slot.color.eq(Mux(is_cfg, cfg.target, w.color)),
+                slot.cmd.eq(Mux(is_cfg, cfg.cmd, op)),
                 slot.position.eq(cfg.position), slot.last.eq(cfg.last),
                 slot.rx.eq(cfg.rx), slot.tx.eq(cfg.tx),
             ]
@@ -213,7 +203,7 @@ class RouterInput(wiring.Component):
         left = tx & ~self.served
         pop = Signal()
         m.d.comb += pop.eq(present & (left == 0))
-        resumed = reopened & ~h_drop & (~seen_switch | ~arrival_update)
+        resumed = reopened & ~h_drop
 
         m.d.comb += self.drops.eq((self.i.valid & take & (drop | bad_cfg)) + h_drop)
         m.d.comb += self.empty.eq(Cat(lv == 0 for lv in level) == (1 << Q) - 1)
@@ -222,7 +212,7 @@ class RouterInput(wiring.Component):
         content = Signal(Q)      # holds something next cycle (ignoring the candidate's pop)
         for q in range(Q):
             pushed = push & (self.queue == q)
-            popped = (pop & (cand == q)) | (h_drop & (seen_q == q))
+            popped = (pop | h_drop) & (cand == q)
             m.d.sync += level[q].eq(level[q] + pushed - popped)
             m.d.comb += content[q].eq((level[q] != 0) | pushed)
             if ptr_bits:
@@ -230,7 +220,7 @@ class RouterInput(wiring.Component):
                     m.d.sync += wr[q].eq(Mux(wr[q] == D - 1, 0, wr[q] + 1))
                 with m.If(popped):
                     m.d.sync += rd[q].eq(Mux(rd[q] == D - 1, 0, rd[q] + 1))
-            with m.If(resumed & (seen_q == q)):     # not the candidate's pop: a torn head
+            with m.If(resumed & (cand == q)):     # not the candidate's pop: a torn head
                 m.d.sync += [started[q].eq(1), owed[q].eq(again.tx)]
             with m.Elif(cand == q):
                 with m.If(pop):
@@ -241,7 +231,7 @@ class RouterInput(wiring.Component):
         # The next candidate: stay while the head makes progress, else the next queue (after
         # this one) that holds something; stay when no other queue does.
         if Q > 1:
-            with m.If(self.served == 0):
+            with m.If((self.served == 0) & ~looking & ~reopened):
                 for k in reversed(range(1, Q)):         # later assignments win: nearest first
                     with m.Switch(cand):
                         for c in range(Q):

@@ -30,6 +30,7 @@ class Fate:
     dropped: bool = False
     consumed: bool = False                         # a configuration applied by this router
     blocked: bool = False                          # waiting behind a torn-down color
+    stale: bool = False                            # a switch command queued while torn: inert
 
 
 _SWITCH = {ControlOp.ADVANCE.value, ControlOp.RESET.value, ControlOp.TEARDOWN.value}
@@ -102,6 +103,9 @@ class RouterModel:
             if port not in self.link_blocked:
                 if self.held.get(queue, 0) < self.depth:
                     self.held[queue] = self.held.get(queue, 0) + 1
+                    # queued while its color is torn down: forwarded once it reopens, but a
+                    # switch command then changes nothing (the reopening RESET set the position)
+                    fate.stale = fate.stale or color in self.torn
                 else:
                     self.link_blocked.add(port)
             return fate
@@ -130,7 +134,7 @@ class RouterModel:
             leaving = int(CONFIG.pack(**{**cfg, "hops": cfg["hops"] - 1}))
         word = int(WAVELET.pack(data=leaving, color=color, ctrl=ctrl))
         fate.outputs = [(d, word) for d in Direction.from_mask(route.tx)]
-        if ctrl and not is_cfg:
+        if ctrl and not is_cfg and not fate.stale:
             op = int(CONTROL.unpack(payload)["op"])
             if op in _SWITCH:
                 self._switch(color, op)

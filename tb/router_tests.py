@@ -53,7 +53,8 @@ def finish(tb, name):
 @cocotb.test()
 @cocotb.parametrize(pace=PACES)
 async def every_direction(dut, pace):
-    """Every input reaches every output (color = output port); 2-cycle hops when unpaced (an output register)."""
+    """Every input reaches every output (color = output port); 2-cycle hops when unpaced (the
+    second cycle is the output register)."""
     tb = await start(dut, pace)
     table = RouteTable(tb.n_colors, {d.value: (ALL, [d]) for d in Direction})
     await tb.program(table)

@@ -65,7 +65,7 @@ def test_devices_name_their_boards():
     for device in DEVICES.values():
         assert BOARDS[device.board].family == device.family
     assert PARTS == ("router", "tile")
-    assert ROUTER_PARAMS == {"n_colors": 24, "n_queues": 2, "depth": 2}
+    assert ROUTER_PARAMS == {"n_colors": 24, "n_queues": 2, "depth": 2, "u_turns": False}
 
 
 def test_ecp5_figures_keep_lut_ram_apart():
