@@ -79,10 +79,10 @@ BOARDS = {
     ),
     "ulx3s-85f": Board(
         name="ulx3s-85f", platform=ULX3S_85F_Platform, family="ecp5", target_mhz=25,
-        # 4x4 is the goal, but a tile of this router takes about 8100 LUT4 places in a 2x2
-        # (docs/fpga.md): sixteen need more than the 83 640 the device has. A 2x2 fits (38 %)
-        # but its routing does not converge in reasonable time and it misses 25 MHz after
-        # placement, so the default, what `make bitstream` builds, is the 1x1 that closes.
+        # 4x4 is the goal. The router is now about 2000 LUT4 (docs/router.md), but a strapped
+        # tile with this core is still well above the 83 640 / 16 a 4x4 allows and closes near
+        # 36 MHz (`wse build --part tile --device ecp5-85f`, docs/fpga.md): the core is what
+        # stops it. The default, what `make bitstream` builds, stays the 1x1 that closes.
         default_mesh=(1, 1),
         config=dict(),      # the simulators' default cores (MeshConfig's defaults)
         reset_button=("button_fire", 0),
