@@ -137,14 +137,18 @@ def part_verilog(part, device, mesh=None, params=None):
 
 
 def part_figures(stat, family):
-    """``{"luts", "ffs", "lutram", "brams", "dsps"}`` from Yosys ``stat -json``.
+    """``{"luts", "lut4_cells", "ffs", "lutram", "brams", "dsps"}`` from Yosys ``stat -json``.
 
     ``luts`` counts LUT4 logic: on the ECP5 ``LUT4`` plus two per carry cell (``CCU2C``);
+    ``lut4_cells`` the plain LUT4 cells alone (``LUT4`` / ``SB_LUT4``), as the peers' figures
+    in ``docs/fpga.md`` are counted;
     ``lutram`` counts distributed-RAM cells (``TRELLIS_DPR16X4``, 16x4 bits each; none on the
     iCE40), which are not in ``luts``. (A mesh build's ``luts`` counts each as 4 LUT4 places.)
     """
     counts = cell_counts(stat, family)
-    return {"luts": counts["logic_luts"], "ffs": counts["ffs"], "lutram": counts["lutram"],
+    plain = counts["cells"].get("LUT4" if family == "ecp5" else "SB_LUT4", 0)
+    return {"luts": counts["logic_luts"], "lut4_cells": plain, "ffs": counts["ffs"],
+            "lutram": counts["lutram"],
             "brams": counts["brams"], "dsps": counts["dsps"]}
 
 

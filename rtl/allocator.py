@@ -1,10 +1,9 @@
 """The router's switch allocator: each output picks one of the inputs that ask for it."""
 
-from amaranth.hdl import Cat, Module
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arbiter import RoundRobin
 from .validate import count
 
 __all__ = ["SwitchAllocator"]
@@ -19,7 +18,9 @@ class SwitchAllocator(wiring.Component):
     served within ``n`` grants. An input may be granted by several outputs in one cycle (its
     copies leave together). Only the ``(input, output)`` ``pairs`` given exist (all by
     default): a request for another is never granted. Combinational: ``grants`` follow
-    ``requests`` and ``free`` in the same cycle.
+    ``requests`` and ``free`` in the same cycle. Grants are one-hot from the start (a
+    thermometer mask over the requests, no index to decode), which keeps the path from a
+    request to ``served`` short.
 
     Members
     -------
@@ -35,8 +36,11 @@ class SwitchAllocator(wiring.Component):
 
     def __init__(self, n=5, *, pairs=None):
         self.n = count("n", n)
-        self.pairs = ({(i, o) for i in range(self.n) for o in range(self.n)} if pairs is None
-                      else set(pairs))
+        every = {(i, o) for i in range(self.n) for o in range(self.n)}
+        self.pairs = every if pairs is None else set(pairs)
+        if not self.pairs <= every:
+            raise ValueError(f"pairs must be (input, output) index pairs below ({self.n}, "
+                             f"{self.n}), not {sorted(self.pairs - every)}")
         super().__init__({
             "requests": In(data.ArrayLayout(self.n, self.n)),
             "free": In(self.n),
@@ -48,13 +52,21 @@ class SwitchAllocator(wiring.Component):
         m = Module()
         n = self.n
         for o in range(n):
-            arbiter = m.submodules[f"output{o}"] = RoundRobin(n, hold=False)
-            m.d.comb += [
-                arbiter.requests.eq(Cat(self.requests[i][o] if (i, o) in self.pairs else 0
-                                        for i in range(n)) & self.free[o].replicate(n)),
-                arbiter.ready.eq(1),
-            ]
+            req = Signal(n, name=f"o{o}_req")
+            m.d.comb += req.eq(Cat(self.requests[i][o] if (i, o) in self.pairs else 0
+                                   for i in range(n)) & self.free[o].replicate(n))
+            # `after[i]`: input i comes after the last one granted (a thermometer mask).
+            after = Signal(n, name=f"o{o}_after", init=(1 << n) - 1)
+            high = Signal(n, name=f"o{o}_high")
+            m.d.comb += high.eq(req & after)
+            pick = Signal(n, name=f"o{o}_pick")
+            m.d.comb += pick.eq(high | ((high == 0).replicate(n) & req))
+            grant = Signal(n, name=f"o{o}_grant")         # lowest set bit of `pick`
+            m.d.comb += grant.eq(Cat(pick[i] & ~pick[:i].any() if i else pick[0]
+                                     for i in range(n)))
+            with m.If(req.any()):
+                # the inputs strictly above the granted one come after it next time
+                m.d.sync += after.eq(~((grant << 1) - 1) & ((1 << n) - 1))
             for i in range(n):
-                grant = arbiter.valid & (arbiter.grant == i)
-                m.d.comb += [self.grants[o][i].eq(grant), self.served[i][o].eq(grant)]
+                m.d.comb += [self.grants[o][i].eq(grant[i]), self.served[i][o].eq(grant[i])]
         return m

@@ -207,6 +207,12 @@ def test_crossbar_refuses_bad_pairs(n_in, n_out, pairs, bad):
         Crossbar(8, n_in, n_out, pairs=pairs)
 
 
+def test_allocator_refuses_bad_pairs():
+    message = "pairs must be (input, output) index pairs below (5, 5), not [(5, 0)]"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        SwitchAllocator(5, pairs={(0, 1), (5, 0)})
+
+
 # Route state -----------------------------------------------------------------------------------
 
 ROUTES = {0: [("W", "E"), ("N", "S"), ("ER", "NW")],
