@@ -128,7 +128,11 @@ class Core(wiring.Component):
         wiring.connect(m, accs.job, engine.job)
         wiring.connect(m, engine.acc, accs.drain)
         m.d.comb += self.accept.eq(sorter.accept)
-        m.d.sync += counters["wavelets_in"].eq(counters["wavelets_in"] + sorter.taken)
+        # counted a cycle later: the ramp's offer and the core's accept are one combinational
+        # path through the router, and the counter's adder does not need to be on it
+        taken = Signal.like(sorter.taken)
+        m.d.sync += [taken.eq(sorter.taken),
+                     counters["wavelets_in"].eq(counters["wavelets_in"] + taken)]
 
         y = m.submodules.y = Memory(shape=fmt.operand_shape, depth=p.n_out * p.n_tok, init=[])
         y_rp, y_wp = y.read_port(), y.write_port()
@@ -255,7 +259,7 @@ class Core(wiring.Component):
             m.d.sync += [counters["overflow"].eq(1), self.overflow.eq(1)]
         m.d.comb += self.idle.eq(~(cmd.valid | sorter.psum_n.valid | sorter.psum_s.valid
                                    | active | pipeline_busy | accs.pending | reader.active
-                                   | self.o.valid))
+                                   | engine.y_write | self.o.valid))
         return m
 
     def _axpy(self, m, counters, zero_value, slot, lanes, active, walk, pop, busy, error_now,

@@ -26,8 +26,12 @@ class AccBuffers(wiring.Component):
     last token one stage into a MAC: the engine waits a cycle before it starts on that buffer
     while finishing another (an idle engine reads it a cycle later anyway).
 
-    Each bank of each buffer is one block RAM (``ram_style``), read by its lane's MAC, or by
-    the engine when that MAC does not; written by the MAC, or cleared by the engine.
+    Each bank of each buffer is a small LUT RAM read asynchronously, by its lane's MAC or by
+    the engine when that MAC does not, into the reader's register (one per lane for the MAC,
+    one per bank for the engine), which takes what a MAC writes to that word in the same cycle
+    (a transparent read); written by the MAC, or cleared by the engine. Block RAM put its
+    clock-to-out and the buffer multiplexer in front of the engine's adders: the tile's
+    critical path (``docs/pe.md``, "Implementation notes").
 
     Parameters
     ----------
@@ -106,29 +110,52 @@ class AccBuffers(wiring.Component):
             crq.r_en.eq(self.job.valid & self.job.ready),
         ]
 
+        def read(raw, mac, k, index):
+            """Word ``index`` of buffer ``k`` as this cycle's MAC write leaves it (a transparent
+            read: the reader's register takes it). The engine never clears a word that is read
+            in the same cycle: a MAC reads a retired buffer at most one cycle after its retire,
+            before the engine's first clear, and the engine reads one token while it clears the
+            one before."""
+            hit = mac.write & (s2_buf == k) & (mac.write_index == index)
+            return Mux(hit, mac.write_data, Array(raw)[k])
+
+        # The buffer the engine reads (or would: its address is presented before ``read`` is
+        # known, ``read`` only loads the engine's register).
+        engine_buf = Mux(drain.read_next, ebuf_next, ebuf)
         engine_data = []
         for b, mac in enumerate(macs):
-            ports = []
+            raw = []                        # each buffer's bank b, read combinationally
             for k in range(n_buf):
-                # Block RAM even when small: as flip-flops or distributed RAM the buffers
-                # cost more logic than anything else in the core (docs/fpga.md).
+                # Distributed (LUT) RAM read asynchronously into a register after the buffer
+                # mux: no block RAM clock-to-out and no mux in front of the engine's adders
+                # (the tile's critical path, docs/fpga.md).
                 acc = m.submodules[f"acc{b}_{k}"] = Memory(shape=p.fmt.acc_shape, depth=p.tpb,
-                                                           init=[], attrs={"ram_style": "block"})
+                                                           init=[])
                 wp = acc.write_port()
-                rp = acc.read_port(transparent_for=(wp,))
-                ports.append(rp)
-                engine_reads = drain.read & (Mux(drain.read_next, ebuf_next, ebuf) == k)
-                m.d.comb += rp.en.eq(0)     # (its reset value is 1) unread, it holds its data
+                rp = acc.read_port(domain="comb")
+                raw.append(rp.data)
+                m.d.comb += rp.addr.eq(0)
                 with m.If(mac.read & (s1_buf == k)):
-                    m.d.comb += [rp.addr.eq(mac.read_index), rp.en.eq(1)]
-                with m.Elif(engine_reads & (drain.read_bank == b)):
-                    m.d.comb += [rp.addr.eq(drain.read_index), rp.en.eq(1)]
-                with m.If(mac.write & (s2_buf == k)):
-                    m.d.comb += [wp.addr.eq(mac.write_index), wp.data.eq(mac.write_data),
-                                 wp.en.eq(1)]
-                with m.Elif(drain.clear & (ebuf == k) & (drain.clear_bank == b)):
-                    m.d.comb += [wp.addr.eq(drain.clear_index), wp.data.eq(0), wp.en.eq(1)]
-            m.d.comb += mac.data.eq(Array(rp.data for rp in ports)[s2_buf])
-            engine_data.append(Array(rp.data for rp in ports)[ebuf])
+                    m.d.comb += rp.addr.eq(mac.read_index)
+                with m.Elif((engine_buf == k) & (drain.read_bank == b)):
+                    m.d.comb += rp.addr.eq(drain.read_index)
+                mac_writes = mac.write & (s2_buf == k)
+                clears = drain.clear & (ebuf == k) & (drain.clear_bank == b)
+                m.d.comb += [
+                    wp.addr.eq(Mux(mac_writes, mac.write_index, drain.clear_index)),
+                    wp.data.eq(Mux(mac_writes, mac.write_data, 0)),
+                    wp.en.eq(mac_writes | clears),
+                ]
+
+            # Each reader's word, registered as it is read and held until it reads again.
+            mac_word = Signal(p.fmt.acc_shape, name=f"mac{b}_word")
+            engine_word = Signal(p.fmt.acc_shape, name=f"engine{b}_word")
+            with m.If(mac.read):
+                m.d.sync += mac_word.eq(read(raw, mac, s1_buf, mac.read_index))
+            with m.If(drain.read & (drain.read_bank == b)):
+                m.d.sync += engine_word.eq(read(raw, mac, engine_buf,
+                                                drain.read_index))
+            m.d.comb += mac.data.eq(mac_word)
+            engine_data.append(engine_word)
         m.d.comb += drain.data.eq(Array(engine_data)[drain.clear_bank])
         return m

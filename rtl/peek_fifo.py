@@ -80,7 +80,11 @@ class PeekFIFO(wiring.Component):
             taken.eq(Mux(r.take2 & r.next_valid, 2, r.take & r.valid)),
         ]
         written = self.w.valid & self.w.ready
+        # The free entry at ``wr`` takes the payload whether or not it is written (nothing
+        # reads it until it is): its enable comes from registers, not from ``w.valid``.
+        with m.If(self.w.ready):
+            m.d.sync += store[wr].eq(self.w.payload)
         with m.If(written):
-            m.d.sync += [store[wr].eq(self.w.payload), wr.eq(after(wr, 1))]
+            m.d.sync += wr.eq(after(wr, 1))
         m.d.sync += [rd.eq(after(rd, taken)), self.level.eq(self.level + written - taken)]
         return m

@@ -6,9 +6,26 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .isa import core_strap_layout, cr_job_layout
+from .mac import saturate, saturating_add
 from .wavelet import Wavelet
 
-__all__ = ["AccDrainSignature", "PsumEngine"]
+__all__ = ["AccDrainSignature", "PsumEngine", "requantise"]
+
+
+def requantise(fmt, acc):
+    """``(operand, overflow)``: ``fmt.requantise(acc)``, bit for bit (shift right ``frac_bits``,
+    round half to even), saturated without comparators (:func:`~rtl.mac.saturate`)."""
+    acc = acc.as_signed()
+    f = fmt.frac_bits
+    if f == 0:
+        rounded = acc
+    else:
+        floor = acc >> f
+        rest = acc[:f]
+        half = 1 << (f - 1)
+        up = (rest[f - 1] & (rest[:f - 1] != 0)) | ((rest == half) & floor[0])
+        rounded = floor + up
+    return saturate(rounded, fmt.width)
 
 
 class AccDrainSignature(wiring.Signature):
@@ -24,9 +41,11 @@ class AccDrainSignature(wiring.Signature):
         Read the accumulator of token ``read_index * lanes + read_bank`` of the buffer being
         reduced or, with ``read_next``, of the next one (token 0 of the next output).
     read_next : Out(1)
+        Valid in every cycle, like ``read_bank`` and ``read_index``: from registers only, so
+        the buffers can present the word before ``read`` (which waits for the output) is known.
     data : In(acc_shape)
         The accumulator of the token in ``add`` (bank ``clear_bank``): read the cycle before
-        and held by its bank's read port until that bank is read again.
+        and held until that bank is read again.
     clear, clear_bank, clear_index : Out
         Write zero to the accumulator of the token in ``add`` as it completes.
     """
@@ -74,9 +93,9 @@ class PsumEngine(wiring.Component):
     out : Out(stream.Signature(Wavelet))
         Psums to the neighbour towards the owner row.
     y_write, y_address, y_value : Out
-        Write a requantised result into ``Y``.
+        Write a requantised result into ``Y``, the cycle after its add.
     overflow : Out(1)
-        A sum or a requantisation saturated this cycle.
+        A sum saturated this cycle, or the requantisation written into ``Y`` now did.
     strap : In(core_strap_layout(rows))
         Only with ``straps=True``: the core's colors and row (see :class:`~rtl.core.Core`).
     """
@@ -118,6 +137,10 @@ class PsumEngine(wiring.Component):
         add_token = Signal(range(p.n_tok))           # token in the add stage
         add_valid = Signal()
 
+        # Which word a read would fetch, from registers alone: every token of this output read,
+        # the only read left is token 0 of the next (so the buffers can present the address
+        # before ``read``, which waits for the output, is known).
+        m.d.comb += acc.read_next.eq(read_token == p.n_tok)
         read_from = Mux(acc.read_next, 0, read_token)        # token 0 of the next output
         m.d.comb += [
             acc.read_bank.eq(read_from[:log_lanes]),
@@ -128,9 +151,13 @@ class PsumEngine(wiring.Component):
 
         from_n = fmt.acc_from_bits(self.psum_n.payload)
         from_s = fmt.acc_from_bits(self.psum_s.payload)
-        s1, over1 = fmt.accumulate(acc.data, Mux(need_n, from_n, 0))
-        s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0))
-        result, over_q = fmt.requantise(s2)
+        s1, over1 = saturating_add(fmt, acc.data, Mux(need_n, from_n, 0))
+        s2, over2 = saturating_add(fmt, s1, Mux(need_s, from_s, 0))
+        # The owner's sum is requantised into Y a cycle after its add (a register stage off the
+        # adders' path; a READ waits for the engine to be idle, which it is by then).
+        y_pending, y_sum = Signal(), Signal(fmt.acc_shape)
+        y_address = Signal.like(self.y_address)
+        result, over_q = requantise(fmt, y_sum)
         inputs_ready = (~need_n | self.psum_n.valid) & (~need_s | self.psum_s.valid)
         fire = Signal()
 
@@ -140,9 +167,11 @@ class PsumEngine(wiring.Component):
             sent.color.eq(Mux(is_owner, colors.out,
                               Mux(towards_s, colors.psum_to_s, colors.psum_to_n))),
             sent.ctrl.eq(0),
-            self.y_value.eq(result),
-            self.y_address.eq(slot * p.n_tok + add_token),
+            self.y_write.eq(y_pending), self.y_value.eq(result), self.y_address.eq(y_address),
         ]
+        m.d.sync += y_pending.eq(0)
+        with m.If(y_pending & over_q):
+            m.d.comb += self.overflow.eq(1)
         start = job.valid & job.ready
 
         def take_next():
@@ -174,16 +203,19 @@ class PsumEngine(wiring.Component):
                         self.psum_n.ready.eq(need_n),
                         self.psum_s.ready.eq(need_s),
                         acc.clear.eq(1),
-                        self.y_write.eq(is_owner & ~raw),
-                        self.overflow.eq(over1 | over2 | (is_owner & ~raw & over_q)),
                     ]
+                    with m.If(over1 | over2):
+                        m.d.comb += self.overflow.eq(1)
+                    with m.If(is_owner & ~raw):
+                        m.d.sync += [y_pending.eq(1), y_sum.eq(s2),
+                                     y_address.eq(slot * p.n_tok + add_token)]
                 read = (read_token < p.n_tok) & (~add_valid | fire)
                 last = fire & (read_token == p.n_tok)
                 m.d.comb += [acc.done.eq(last), job.ready.eq(last)]
                 with m.If(start):
                     # the next output's first read overlaps this output's last add
                     take_next()
-                    m.d.comb += [acc.read.eq(1), acc.read_next.eq(1)]
+                    m.d.comb += acc.read.eq(1)
                     m.d.sync += [read_token.eq(1), add_token.eq(0), add_valid.eq(1)]
                 with m.Elif(read):
                     m.d.comb += acc.read.eq(1)

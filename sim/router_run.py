@@ -20,9 +20,10 @@ ELABORATED_ROUTES = {0: ("NESWR", "E"), 1: ("NESWR", "S"), 2: ("NESWR", "NR"),
 
 
 def testbench_router(**overrides):
-    """The router the testbench runs on: defaults plus an initial table and a forwarding
-    configuration route (so configurations with hops are seen leaving on E)."""
-    params = dict(n_colors=24, n_queues=2, depth=4, cfg_color=31,
+    """The router the testbench runs on: defaults plus an initial table, a forwarding
+    configuration route (so configurations with hops are seen leaving on E) and a 32-bit drop
+    counter (a million-wavelet fuzz drops more than the default 16 bits count)."""
+    params = dict(n_colors=24, n_queues=2, depth=4, cfg_color=31, counter_width=32,
                   cfg_route=Position(rx="NESWR", tx="E"))
     params.update(overrides)
     params.setdefault("routes", RouteTable(params["n_colors"], {

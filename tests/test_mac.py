@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from wse.fabric import numerics
-from wse.rtl.mac import Mac
+from wse.rtl.mac import Mac, saturating_add
 from wse.rtl.numfmt import FixedPoint
+from wse.rtl.psum import requantise
 
 
 def run_mac(fmt, ops):
@@ -64,3 +66,44 @@ def test_mac_matches_golden_with_zeros_and_saturation(fmt):
 def test_format_must_be_fixed_point():
     with pytest.raises(TypeError, match="^Number format must be a FixedPoint, not 'int16'$"):
         Mac("int16")
+
+
+@pytest.mark.parametrize("fmt", [FixedPoint(), FixedPoint(width=8, frac_bits=3, acc_width=20),
+                                 FixedPoint(width=8, frac_bits=0, acc_width=16),
+                                 FixedPoint(width=4, frac_bits=2, acc_width=8)],
+                         ids=str)
+def test_comparator_free_saturation_matches_the_format(fmt):
+    """``saturating_add`` and ``requantise`` (sign bits, no comparators: the core's adders
+    are its critical paths) agree bit for bit with ``FixedPoint.accumulate`` and
+    ``requantise``, at the bounds, around the rounding half and at random."""
+    m = Module()
+    a, b = Signal(fmt.acc_shape), Signal(fmt.acc_shape)
+    pairs = [(fmt.accumulate(a, b), saturating_add(fmt, a, b)),
+             (fmt.requantise(a), requantise(fmt, a))]
+    outs = []
+    for want, got in pairs:
+        for x in (*want, *got):
+            s = Signal.like(x)
+            m.d.comb += s.eq(x)
+            outs.append(s)
+    rng = np.random.default_rng(0)
+    w = fmt.acc_width
+    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    near = 1 << (fmt.width + fmt.frac_bits - 1)
+    edges = [lo, hi, lo + 1, hi - 1, 0, 1, -1, near, -near, near - 1, -near - 1,
+             1 << fmt.frac_bits >> 1, 3 << fmt.frac_bits >> 1, -(1 << fmt.frac_bits >> 1)]
+    values = edges + [int(v) for v in rng.integers(lo, hi, 500)] \
+        + [int(v) for v in rng.integers(-2 * near, 2 * near, 500)]
+
+    async def bench(ctx):
+        for x in values:
+            for y in edges + [int(rng.integers(lo, hi))]:
+                ctx.set(a, x)
+                ctx.set(b, y)
+                got = [ctx.get(s) for s in outs]
+                assert got[0:2] == got[2:4], (x, y)
+                assert got[4:6] == got[6:8], x
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
