@@ -4,6 +4,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from . import validate
 from .validate import count
 
 __all__ = ["SwitchAllocator"]
@@ -36,11 +37,7 @@ class SwitchAllocator(wiring.Component):
 
     def __init__(self, n=5, *, pairs=None):
         self.n = count("n", n)
-        every = {(i, o) for i in range(self.n) for o in range(self.n)}
-        self.pairs = every if pairs is None else set(pairs)
-        if not self.pairs <= every:
-            raise ValueError(f"pairs must be (input, output) index pairs below ({self.n}, "
-                             f"{self.n}), not {sorted(self.pairs - every)}")
+        self.pairs = validate.pairs("pairs", pairs, self.n, self.n)
         super().__init__({
             "requests": In(data.ArrayLayout(self.n, self.n)),
             "free": In(self.n),

@@ -4,6 +4,7 @@ from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from . import validate
 from .validate import count
 
 __all__ = ["Crossbar"]
@@ -27,11 +28,7 @@ class Crossbar(wiring.Component):
     def __init__(self, shape, n_in=5, n_out=5, *, pairs=None):
         self.shape = shape
         self.n_in, self.n_out = count("n_in", n_in), count("n_out", n_out)
-        every = {(i, o) for i in range(self.n_in) for o in range(self.n_out)}
-        self.pairs = every if pairs is None else set(pairs)
-        if not self.pairs <= every:
-            raise ValueError(f"pairs must be (input, output) index pairs below "
-                             f"({self.n_in}, {self.n_out}), not {sorted(self.pairs - every)}")
+        self.pairs = validate.pairs("pairs", pairs, self.n_in, self.n_out)
         super().__init__({
             "inputs": In(data.ArrayLayout(shape, self.n_in)),
             "select": In(data.ArrayLayout(self.n_in, self.n_out)),

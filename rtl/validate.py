@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["count", "integer", "number", "int_array", "index_text", "readonly"]
+__all__ = ["count", "integer", "number", "pairs", "int_array", "index_text", "readonly"]
 
 
 def count(name, value, minimum=1):
@@ -66,6 +66,19 @@ def number(name, value, lo=None, hi=None, *, open_lo=False, open_hi=False):
             or (hi is not None and (checked >= hi if open_hi else checked > hi))):
         raise ValueError(f"{name} must be {kind}, not {value!r}")
     return checked
+
+
+def pairs(name, value, n_in, n_out):
+    """``value``, a set of ``(input, output)`` index pairs below ``(n_in, n_out)``, as a set;
+    ``None`` means every pair."""
+    every = {(i, o) for i in range(n_in) for o in range(n_out)}
+    if value is None:
+        return every
+    value = set(value)
+    if not value <= every:
+        raise ValueError(f"{name} must be (input, output) index pairs below ({n_in}, {n_out}), "
+                         f"not {sorted(value - every)}")
+    return value
 
 
 def int_array(values, what, ndim):
