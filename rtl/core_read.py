@@ -1,6 +1,6 @@
 """The core's READ engine: words of ``X``, ``Y`` or the counters, out on the ``out`` color."""
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -73,10 +73,12 @@ class ReadEngine(wiring.Component):
         log_tok, log_lanes = p.n_tok.bit_length() - 1, lanes.bit_length() - 1
         send = Signal()
         address, left = Signal(16), Signal(len(self.arg.len))
-        word = Signal(32)
-        bank, region = Signal(range(lanes)), Signal(2)   # region: 0 X, 1 Y, 2 counter, 3 bad
-        snapshot = {name: Signal(32, name=f"snap_{name}") for name in SNAPSHOT}
-        live = Array(snapshot.get(name, self.counters[k]) for k, name in enumerate(COUNTERS))
+        # written before they are read (no reset: a reset beside the enable costs a LUT a bit)
+        word = Signal(32, reset_less=True)
+        bank = Signal(range(lanes), reset_less=True)
+        region = Signal(2, reset_less=True)               # 0 X, 1 Y, 2 counter, 3 bad
+        snapshot = {name: Signal(32, name=f"snap_{name}", reset_less=True) for name in SNAPSHOT}
+        live = [snapshot.get(name, self.counters[k]) for k, name in enumerate(COUNTERS)]
 
         with m.If(self.start):
             m.d.sync += [address.eq(self.arg.addr), left.eq(self.arg.len),
@@ -97,9 +99,13 @@ class ReadEngine(wiring.Component):
             m.d.sync += [
                 bank.eq(t[:log_lanes]),
                 region.eq(Mux(in_x, 0, Mux(in_y, 1, Mux(in_c, 2, 3)))),
-                word.eq(live[(address - COUNTER_BASE)[:4]]),
                 send.eq(1),
             ]
+            # the counter at ``address`` (its low bits: COUNTER_BASE's are zero), one case each
+            with m.Switch(address[:4]):
+                for k, counter in enumerate(live):
+                    with m.Case(k):
+                        m.d.sync += word.eq(counter)
         reply = data.View(Wavelet, self.out.payload)
         value = Signal(32)
         with m.Switch(region):
