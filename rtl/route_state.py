@@ -116,21 +116,27 @@ class RouteState(wiring.Component):
             mem = m.submodules[f"positions{k}"] = Memory(shape=RouteStrap, depth=n, init=init)
             positions.append(mem)
 
-        # Per port: the current route of every color.
-        copies, cinit = [], []
+        # Per port: the current route of every routable color, in a power of two of entries
+        # (a color beyond them has no route, and no entry is spent on it: on an iCE40, which
+        # has no LUT RAM, the copies are flip-flops). Entries past n_colors stay "no route".
+        depth = 1 << (n - 1).bit_length()
+        copies = []
         for port in ports:
-            init = [{"accept": 0, "tx": 0, "torn": 0}] * MAX_COLORS
+            init = [{"accept": 0, "tx": 0, "torn": 0}] * depth
             if not self.straps:
                 for c in range(n):
                     rx, tx = self._initial(c, 0)
                     init[c] = {"accept": (rx >> port.value) & 1, "tx": tx, "torn": 0}
             mem = m.submodules[f"routes_{port.name.lower()}"] = \
-                Memory(shape=PortRoute, depth=MAX_COLORS, init=init)
+                Memory(shape=PortRoute, depth=depth, init=init)
             for lookup in (self.arrive[port.value], self.head[port.value]):
                 read = mem.read_port(domain="comb")
-                m.d.comb += [read.addr.eq(lookup.color), lookup.route.eq(read.data)]
+                m.d.comb += read.addr.eq(lookup.color)
+                if depth == MAX_COLORS:
+                    m.d.comb += lookup.route.eq(read.data)
+                else:
+                    m.d.comb += lookup.route.eq(Mux(lookup.color < depth, read.data, 0))
             copies.append(mem.write_port())
-            cinit.append(init)
 
         # The walk after reset: color `walk` gets its initial routes this cycle.
         walk = Signal(range(n + 1), reset_less=True)
