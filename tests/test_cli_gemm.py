@@ -203,9 +203,9 @@ def test_gemm_on_a_board_through_its_serial_bridge(tmp_path):
 
     config = mesh_config(board("icebreaker"))
     rng = np.random.default_rng(5)
-    W = rng.integers(-300, 300, (8, 12))
-    W[rng.random(W.shape) < 0.5] = 0
-    X = rng.integers(-300, 300, (12, 3))
+    W = rng.integers(-300, 300, (config.n_out, config.n_feat))     # as big as the board's
+    W[rng.random(W.shape) < 0.5] = 0                                 # core holds (8 x 8 x 2)
+    X = rng.integers(-300, 300, (config.n_feat, config.n_tok))
     np.save(tmp_path / "W.npy", W)
     np.save(tmp_path / "X.npy", X)
     with fake_bridge(BridgeModel(config, 16)) as url:
