@@ -1,30 +1,12 @@
 """The zero-skip multiply-accumulate unit."""
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .numfmt import FixedPoint
 
-__all__ = ["Mac", "saturating_add", "saturate"]
-
-
-def saturate(value, width):
-    """``(result, overflow)``: the signed ``value`` clamped to ``signed(width)``.
-
-    The same as comparing with the bounds (``FixedPoint.accumulate``), but without a
-    comparator: ``value`` fits when its bits from ``width - 1`` up are all equal (a LUT tree,
-    not a second carry chain after the adder; the core's adders are its critical paths)."""
-    top = value.as_signed()[width - 1:]
-    fits = top.all() | ~top.any()
-    limit = Mux(value[-1], Const(1 << (width - 1), width), Const((1 << (width - 1)) - 1, width))
-    return Mux(fits, value[:width], limit).as_signed(), ~fits
-
-
-def saturating_add(fmt, acc, addend):
-    """``(sum, overflow)``: ``fmt.accumulate(acc, addend)``, bit for bit, with the overflow
-    read from the sum's top bits (:func:`saturate`)."""
-    return saturate(acc.as_signed() + addend.as_signed(), fmt.acc_width)
+__all__ = ["Mac"]
 
 
 class Mac(wiring.Component):
@@ -100,7 +82,7 @@ class Mac(wiring.Component):
         with m.If(self.valid & ~s0_skip):
             m.d.sync += s1_product.eq(fmt.multiply(self.a, self.b))
 
-        total, saturated = saturating_add(fmt, self.acc, s1_product)
+        total, saturated = fmt.accumulate(self.acc, s1_product)
         with m.If(self.skip):
             m.d.comb += self.sum.eq(self.acc)
         with m.Else():

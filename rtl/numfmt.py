@@ -12,7 +12,19 @@ from amaranth.hdl import Const, Mux, signed
 
 from .validate import integer
 
-__all__ = ["FixedPoint"]
+__all__ = ["FixedPoint", "saturate"]
+
+
+def saturate(value, width):
+    """``(result, overflow)``: the signed ``value`` clamped to ``signed(width)``.
+
+    Without a comparator: ``value`` fits when its bits from ``width - 1`` up are all equal (a
+    LUT tree, not a second carry chain after the adder in front of it; the core's adders are
+    its critical paths)."""
+    top = value.as_signed()[width - 1:]
+    fits = top.all() | ~top.any()
+    limit = Mux(value[-1], Const(1 << (width - 1), width), Const((1 << (width - 1)) - 1, width))
+    return Mux(fits, value[:width], limit).as_signed(), ~fits
 
 
 class FixedPoint:
@@ -101,19 +113,13 @@ class FixedPoint:
         return (a * b).as_signed()[:2 * self.width].as_signed()
 
     def accumulate(self, acc, product):
-        """``(sum, overflow)``: ``acc + product`` saturated; ``sum`` has exactly ``acc_shape``
-        (so it chains into another ``accumulate`` or a ``requantise``)."""
-        total = acc.as_signed() + product.as_signed()
-        high = total > self.acc_max
-        low = total < self.acc_min
-        result = Mux(high, Const(self.acc_max, self.acc_shape),
-                     Mux(low, Const(self.acc_min, self.acc_shape),
-                         total[:self.acc_width].as_signed()))
-        return result, high | low
+        """``(sum, overflow)``: ``acc + product`` saturated (:func:`saturate`); ``sum`` has
+        exactly ``acc_shape`` (so it chains into another ``accumulate`` or a ``requantise``)."""
+        return saturate(acc.as_signed() + product.as_signed(), self.acc_width)
 
     def requantise(self, acc):
         """``(operand, overflow)``: ``acc`` shifted right by ``frac_bits`` (round half to even),
-        saturated to ``operand_shape``."""
+        saturated to ``operand_shape`` (:func:`saturate`)."""
         acc = acc.as_signed()
         f = self.frac_bits
         if f == 0:
@@ -122,11 +128,6 @@ class FixedPoint:
             floor = acc >> f
             rest = acc[:f]
             half = 1 << (f - 1)
-            up = (rest > half) | ((rest == half) & floor[0])
+            up = (rest[f - 1] & (rest[:f - 1] != 0)) | ((rest == half) & floor[0])
             rounded = floor + up
-        high = rounded > self.operand_max
-        low = rounded < self.operand_min
-        result = Mux(high, Const(self.operand_max, self.operand_shape),
-                     Mux(low, Const(self.operand_min, self.operand_shape),
-                         rounded[:self.width].as_signed()))
-        return result, high | low
+        return saturate(rounded, self.width)

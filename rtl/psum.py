@@ -6,26 +6,9 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .isa import core_strap_layout, cr_job_layout
-from .mac import saturate, saturating_add
 from .wavelet import Wavelet
 
-__all__ = ["AccDrainSignature", "PsumEngine", "requantise"]
-
-
-def requantise(fmt, acc):
-    """``(operand, overflow)``: ``fmt.requantise(acc)``, bit for bit (shift right ``frac_bits``,
-    round half to even), saturated without comparators (:func:`~rtl.mac.saturate`)."""
-    acc = acc.as_signed()
-    f = fmt.frac_bits
-    if f == 0:
-        rounded = acc
-    else:
-        floor = acc >> f
-        rest = acc[:f]
-        half = 1 << (f - 1)
-        up = (rest[f - 1] & (rest[:f - 1] != 0)) | ((rest == half) & floor[0])
-        rounded = floor + up
-    return saturate(rounded, fmt.width)
+__all__ = ["AccDrainSignature", "PsumEngine"]
 
 
 class AccDrainSignature(wiring.Signature):
@@ -151,13 +134,13 @@ class PsumEngine(wiring.Component):
 
         from_n = fmt.acc_from_bits(self.psum_n.payload)
         from_s = fmt.acc_from_bits(self.psum_s.payload)
-        s1, over1 = saturating_add(fmt, acc.data, Mux(need_n, from_n, 0))
-        s2, over2 = saturating_add(fmt, s1, Mux(need_s, from_s, 0))
+        s1, over1 = fmt.accumulate(acc.data, Mux(need_n, from_n, 0))
+        s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0))
         # The owner's sum is requantised into Y a cycle after its add (a register stage off the
         # adders' path; a READ waits for the engine to be idle, which it is by then).
         y_pending, y_sum = Signal(), Signal(fmt.acc_shape)
         y_address = Signal.like(self.y_address)
-        result, over_q = requantise(fmt, y_sum)
+        result, over_q = fmt.requantise(y_sum)
         inputs_ready = (~need_n | self.psum_n.valid) & (~need_s | self.psum_s.valid)
         fire = Signal()
 
