@@ -23,7 +23,8 @@ class RoundRobin(wiring.Component):
     With ``hold=False`` the grant is not held: while the output does not take the offer, the
     grant moves on to the next requester every cycle, so a consumer that takes some requesters
     and not others (by looking at the payload) is offered each in turn. That breaks the stream
-    rule and is meant for an internal link whose consumer knows it (the router's ramp).
+    rule and is meant for an internal choice whose consumer knows it (the route state's pick
+    among update requests).
 
     Parameters
     ----------

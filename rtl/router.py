@@ -22,29 +22,35 @@ __all__ = ["Router"]
 class Router(wiring.Component):
     """Five-port wavelet router (N, E, S, W and the ramp R to the core).
 
-    Every input port feeds ``n_queues`` FIFOs (plus one of its own for the configuration color,
+    Every input port feeds ``n_queues`` queues (plus one of its own for the configuration color,
     so that configuration gets through whatever data is blocked); ``queue_map[color]`` picks the
-    queue, so a color
-    stalled in one queue never holds back the heads of the others. Each queue head is routed by
-    its color's current switch position: accepted when its input port is in ``rx``, then copied to
-    every port in ``tx`` (a multicast leaves the queue once every copy is taken). Each output
-    arbitrates round-robin among the queue heads that want it.
+    queue, so a color stalled in one queue never holds back the others. A wavelet's route is
+    looked up as it arrives (:class:`~rtl.router_input.RouterInput`, in per-port LUT-RAM copies
+    kept by
+    :class:`~rtl.route_state.RouteState`): accepted when its input port is in ``rx``, and queued
+    with its ``tx`` mask. Each input offers one queue head a cycle; each output grants one input
+    round-robin (:class:`~rtl.allocator.SwitchAllocator`) through a one-hot crossbar
+    (:class:`~rtl.crossbar.Crossbar`) into its output register; a multicast leaves its queue
+    once every copy is taken.
 
     Control wavelets (``ctrl=1``) follow their color's route like data; a switch command
-    (``ADVANCE``, ``RESET``, ``TEARDOWN``) then takes effect for the wavelets of that color behind
-    it. A torn-down color waits in its queue until a configuration ``SWITCH RESET`` reopens it.
-    Wavelets on ``cfg_color`` are configuration: with ``hops == 0`` this router applies them
-    (:class:`~rtl.wavelet.ConfigPayload`), otherwise it forwards them along ``cfg_route`` with
-    ``hops - 1``.
+    (``ADVANCE``, ``RESET``, ``TEARDOWN``) takes effect as it is queued, for the wavelets of that
+    color behind it (the input waits the two cycles the update takes). A torn-down color waits at
+    its queue head until a configuration ``SWITCH RESET`` reopens it; a switch command queued
+    meanwhile is forwarded without effect. Wavelets on ``cfg_color`` are configuration: with
+    ``hops == 0`` this router applies them on arrival (:class:`~rtl.wavelet.ConfigPayload`),
+    otherwise it forwards them along ``cfg_route`` with ``hops - 1``.
 
-    Latency: 1 cycle per hop (a wavelet accepted on an input is offered on its outputs on the next
-    cycle). Throughput: one wavelet per cycle on every output and every input at once, with
-    ``depth >= 2``. Order is kept per (input port, color); nothing is lost under backpressure.
+    Latency: 2 cycles per hop (a wavelet taken at a clock edge is in its output register at the
+    next one; a rotating ramp, not registered, 1). After every reset the route tables are
+    written, one color a cycle, and the inputs are not ready until they are. Throughput: one
+    wavelet per cycle on every output and every input at once, with ``depth >= 2``. Order is
+    kept per (input port, color); nothing is lost under backpressure.
 
     Bad input: a wavelet whose color has no route, whose route does not accept its input port,
-    or whose route has no output, is dropped when it reaches its queue head, and so is a
-    configuration wavelet naming a color outside the table or an unknown operation. Drops count
-    in ``drops`` (saturating) and set the sticky ``error``; the router keeps running.
+    or whose route has no output, is dropped on arrival, and so is a configuration wavelet
+    naming a color outside the table or an unknown operation. Drops count in ``drops``
+    (saturating, a cycle late) and set the sticky ``error``; the router keeps running.
 
     Parameters
     ----------
@@ -80,10 +86,10 @@ class Router(wiring.Component):
         Take the initial routes, configuration route and queue map from input ports (see
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
     ramp_rotates : bool
-        When the core does not take the ramp output's offer, offer the next queue head instead
-        (see :class:`~rtl.arbiter.RoundRobin` ``hold=False``). A core that takes psums while its
-        command queue is full needs this to avoid a deadlock (``docs/pe.md``). Off by default:
-        every port then follows the stream rule.
+        The ramp output is not registered: it offers the crossbar's choice directly and the
+        core may refuse it (the next cycle another head is offered). A core that takes psums
+        while its command queue is full needs this to avoid a deadlock (``docs/pe.md``). Off by
+        default: every output is then a register and follows the stream rule.
 
     Members
     -------
@@ -96,7 +102,7 @@ class Router(wiring.Component):
     error : Out(1)
         Sticky: some wavelet was dropped.
     idle : Out(1)
-        Every queue is empty (nothing in flight in this router).
+        Every queue and output register is empty (nothing in flight in this router).
     ramp_accept : In(32)
         Only with ``ramp_accept=True``: bit ``c`` set when the core would take a wavelet of
         color ``c`` this cycle.
