@@ -26,12 +26,11 @@ class Router(wiring.Component):
     so that configuration gets through whatever data is blocked); ``queue_map[color]`` picks the
     queue, so a color stalled in one queue never holds back the others. A wavelet's route is
     looked up as it arrives (:class:`~rtl.router_input.RouterInput`, in per-port LUT-RAM copies
-    kept by
-    :class:`~rtl.route_state.RouteState`): accepted when its input port is in ``rx``, and queued
-    with its ``tx`` mask. Each input offers one queue head a cycle; each output grants one input
-    round-robin (:class:`~rtl.allocator.SwitchAllocator`) through a one-hot crossbar
-    (:class:`~rtl.crossbar.Crossbar`) into its output register; a multicast leaves its queue
-    once every copy is taken.
+    kept by :class:`~rtl.route_state.RouteState`): accepted when its input port is in ``rx``,
+    and queued with its ``tx`` mask. Each input offers one queue head a cycle; each output
+    grants one input round-robin (:class:`~rtl.allocator.SwitchAllocator`) through a one-hot
+    crossbar (:class:`~rtl.crossbar.Crossbar`) into its output register; a multicast leaves its
+    queue once every copy is taken.
 
     Control wavelets (``ctrl=1``) follow their color's route like data; a switch command
     (``ADVANCE``, ``RESET``, ``TEARDOWN``) takes effect as it is queued, for the wavelets of that
