@@ -3,7 +3,7 @@ include sim/toolchain.env
 export YOSYS NEXTPNR_ICE40 NEXTPNR_ECP5 ICEPACK ECPPACK
 
 PYTHON ?= python3
-APT_PACKAGES := iverilog liblz4-dev
+APT_PACKAGES := iverilog liblz4-dev g++ make
 JOBS ?= 2
 
 RESULTS := bench/results
@@ -20,7 +20,7 @@ save = $(PYTHON) -m json.tool --indent 2 > $(RESULTS)/$(1).tmp && mv $(RESULTS)/
 
 .PHONY: install test regress bench results render bitstream clean
 
-install:  ## pip install -e ".[dev]", plus Icarus and liblz4 from Debian when they are missing
+install:  ## pip install -e ".[dev]", plus Icarus, liblz4, g++ and make from Debian when missing
 	@missing=""; for p in $(APT_PACKAGES); do \
 	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -42,6 +42,7 @@ bench:  ## every benchmark, as JSON lines
 	wse bench router --json
 	wse bench pe --json
 	wse bench gemm --json
+	wse bench sim --json
 	wse train --json
 	$(PYTHON) -m wse.bench.router_queues --json
 
@@ -54,6 +55,8 @@ ifneq ($(RUN),0)
 	wse train --steps 3 --json | $(call save,train_steps3.json)
 	wse train --backend verilator --steps 3 --check-golden --json \
 	    | $(call save,train_rtl.json)
+	wse train --backend verilator --json | $(call save,train_rtl_full.json)
+	wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --json | $(call save,sim.json)
 	wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json \
 	    | $(call save,train_capacity.json)
 	rm -rf build/results/train

@@ -41,6 +41,8 @@ SOURCES = {
     "train": "wse train --out DIR (DIR/report.json)",
     "train_steps3": "wse train --steps 3 --json",
     "train_rtl": "wse train --backend verilator --steps 3 --check-golden --json",
+    "train_rtl_full": "wse train --backend verilator --json",
+    "sim": "wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --json",
     "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
 }
 
@@ -94,6 +96,14 @@ def _late_steps(r, key):
 def _late_range(r):
     history = r["train"]["history"]
     return f"{history[len(history) * 3 // 4]['step']}-{history[-1]['step']}"
+
+
+def _sim_row(r, mesh):
+    return next(row for row in r["sim"]["meshes"] if row["mesh"] == mesh)
+
+
+def _kilo(value):
+    return f"{value / 1e3:,.0f} k"
 
 
 def _mb(n):
@@ -186,6 +196,23 @@ FIGURES = {
                          == r["train_steps3"]["weights_digest"] else "a DIFFERENT digest from",
                          "{}"),
     "train_rtl.seconds": (lambda r: r["train_rtl"]["seconds"], "{:.0f} s"),
+    "train_rtl_full.steps": (lambda r: r["train_rtl_full"]["steps"], "{}"),
+    "train_rtl_full.seconds": (lambda r: r["train_rtl_full"]["seconds"], "{:.0f} s"),
+    "train_rtl_full.seconds_per_step": (lambda r: r["train_rtl_full"]["seconds_per_step"] * 1e3,
+                                        "{:.0f} ms"),
+    "train_rtl_full.mesh_cycles": (lambda r: r["train_rtl_full"]["mesh_cycles"], "{:,}"),
+    "train_rtl_full.test_accuracy": (lambda r: r["train_rtl_full"]["test_accuracy"], "{:.3f}"),
+    "train_rtl_full.digest": (lambda r: "the same digest as" if r["train_rtl_full"][
+        "weights_digest"] == r["train"]["weights_digest"] else "**A DIFFERENT DIGEST** from",
+                              "{}"),
+    "sim.speedup_4x4": (lambda r: _sim_row(r, "4x4")["speedup"], "{:.0f}x"),
+    "sim.compiled_4x4": (lambda r: _sim_row(r, "4x4")["compiled_cycles_per_second"], _kilo),
+    "sim.cocotb_4x4": (lambda r: _sim_row(r, "4x4")["cocotb_cycles_per_second"], _kilo),
+    "sim.efficiency_4x4": (lambda r: _sim_row(r, "4x4")["harness_efficiency"], "{:.2f}"),
+    "sim.threads": (lambda r: "; ".join(f"{n} thread{'s' if n != '1' else ''}: {_kilo(v)}"
+                                        for n, v in r["sim"]["threads"].items() if n != "mesh"),
+                    "{}"),
+    "sim.threads_mesh": (lambda r: r["sim"]["threads"]["mesh"], "{}"),
     # wse train --hidden 512,512 --memory-bytes 1048576
     "capacity.model": (lambda r: r["train_capacity"]["model"], "{}"),
     "capacity.weights": (lambda r: r["train_capacity"]["model_bytes_int16"] // 2, "{:,}"),
@@ -229,6 +256,18 @@ def _gemm_sweep_table(r):
                    "bit-exact"), rows)
 
 
+def _sim_table(r):
+    rows = [(m["mesh"], m["shape"], f"{m['cycles']:,}", _kilo(m["compiled_cycles_per_second"]),
+             _kilo(m["cocotb_cycles_per_second"]) if m["cocotb_cycles_per_second"] else "–",
+             f"**{m['speedup']:.1f}x**" if m["speedup"] else "–",
+             _kilo(m["free_running_cycles_per_second"]), f"{m['harness_efficiency']:.2f}",
+             f"{m['pe_cycles_per_second'] / 1e6:.2f} M", f"{m['build_seconds']:.0f} s")
+            for m in r["sim"]["meshes"]]
+    return _table(("mesh", "GEMM (out x in x tokens)", "cycles", "compiled cycles/s",
+                   "cocotb cycles/s", "speedup", "free-running cycles/s", "harness efficiency",
+                   "PE cycles/s", "build"), rows, ["---", "---", *["---:"] * 8])
+
+
 #: The rows of the training table: a label and a template whose ``{NAME}`` are figures.
 _TRAIN_ROWS = (
     ("test accuracy (held-out digits)",
@@ -260,6 +299,7 @@ BLOCKS = {
     "router_queues.table": _router_queues_table,
     "gemm_sweep.table": _gemm_sweep_table,
     "train.table": _train_table,
+    "sim.table": _sim_table,
 }
 
 

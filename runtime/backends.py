@@ -6,13 +6,14 @@ from types import MappingProxyType
 from wse.sim.cocotb_run import SIMULATORS
 
 from .board import BoardSystem
+from .compiled import CompiledSystem
 from .golden import GoldenSystem
 from .simulator import CocotbSystem
 
-__all__ = ["REGISTRY", "BACKENDS", "SIMULATED", "SIMULATORS", "open_system"]
+__all__ = ["REGISTRY", "BACKENDS", "SIMULATED", "RTL_SIMULATED", "SIMULATORS", "open_system"]
 
 
-def _simulator(sim):
+def _cocotb(sim):
     def open_simulator(config=None, **options):
         return CocotbSystem(config, sim=sim, **options)
     open_simulator.__doc__ = f":class:`CocotbSystem` on {sim}."
@@ -20,15 +21,22 @@ def _simulator(sim):
 
 
 #: Backend name -> ``factory(config=None, **options)`` returning a :class:`~.system.System`.
+#: ``verilator`` is the compiled model (whole exchanges in C++); ``icarus`` and
+#: ``verilator-cocotb`` run the mesh under cocotb, one Python call per cycle (the testbenches'
+#: path, for debugging).
 REGISTRY = MappingProxyType({
     "golden": GoldenSystem,
-    **{sim: _simulator(sim) for sim in SIMULATORS},
+    "verilator": CompiledSystem,     # options: waves=, watchdog=, reply_timeout=, threads=
+    "icarus": _cocotb("icarus"),
+    "verilator-cocotb": _cocotb("verilator"),
     "board": BoardSystem,            # options: port= (required), baud=, timeout=, fifo_depth=
 })
 #: Every backend's name.
 BACKENDS = tuple(REGISTRY)
 #: The backends that need no hardware: the golden model and the simulators.
-SIMULATED = ("golden", *SIMULATORS)
+SIMULATED = ("golden", "verilator", "icarus", "verilator-cocotb")
+#: The backends that run the RTL in a simulator.
+RTL_SIMULATED = SIMULATED[1:]
 
 
 def open_system(backend="golden", config=None, **options):

@@ -21,7 +21,7 @@ from xml.etree import ElementTree
 from . import toolchain
 from .export import export_verilog
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "Build", "Result", "build", "build_once", "run"]
+__all__ = ["SIMULATORS", "BUILD_ROOT", "Build", "Result", "build", "build_once", "locked", "run"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -63,7 +63,8 @@ def _check_sim(sim):
 
 
 @contextmanager
-def _locked(directory):
+def locked(directory):
+    """Hold an exclusive file lock on ``directory`` (created if missing) for the block."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -110,7 +111,7 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
     digest = hashlib.sha256("\n".join([text, *args]).encode()).hexdigest()[:12]
     directory = (root / sim / f"{top}-{digest}{'-waves' if waves else ''}").resolve()
     verilog = directory / f"{top}.v"
-    with _locked(directory):
+    with locked(directory):
         if not verilog.exists() or verilog.read_text() != text:
             verilog.write_text(text)
         staging.unlink()

@@ -14,23 +14,27 @@ CONFIG = MeshConfig(2, 3, n_feat=8, n_tok=4, n_out=8)
 
 
 def test_the_registry_names_every_backend_once():
-    assert BACKENDS == tuple(REGISTRY) == ("golden", "verilator", "icarus", "board")
+    assert BACKENDS == tuple(REGISTRY) == ("golden", "verilator", "icarus", "verilator-cocotb",
+                                           "board")
     assert SIMULATORS == ("verilator", "icarus")
-    assert SIMULATED == ("golden", "verilator", "icarus")
+    assert SIMULATED == ("golden", "verilator", "icarus", "verilator-cocotb")
     assert REGISTRY["golden"] is GoldenSystem and REGISTRY["board"] is runtime.BoardSystem
+    assert REGISTRY["verilator"] is runtime.CompiledSystem
     with pytest.raises(TypeError):
         REGISTRY["fake"] = GoldenSystem         # read-only: backends are added in backends.py
     system = open_system("golden", CONFIG, fast=True)
     assert isinstance(system, GoldenSystem) and system.fast and system.config is CONFIG
     for backend in ("questa", None, ["golden"]):
-        with pytest.raises(ValueError, match=rf"^backend must be one of golden, verilator, "
-                                             rf"icarus, board, not {backend!r}".replace("[", r"\[")
-                           .replace("]", r"\]")):
+        expected = (rf"^backend must be one of golden, verilator, icarus, verilator-cocotb, "
+                    rf"board, not {backend!r}").replace("[", r"\[").replace("]", r"\]")
+        with pytest.raises(ValueError, match=expected):
             open_system(backend, CONFIG)
     with pytest.raises(ValueError, match=r"^sim must be one of verilator, icarus, not 'x'$"):
         runtime.CocotbSystem(CONFIG, sim="x")
     with pytest.raises(TypeError, match="multiple values for keyword argument 'sim'"):
-        open_system("verilator", CONFIG, sim="icarus")
+        open_system("verilator-cocotb", CONFIG, sim="icarus")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sim'"):
+        open_system("verilator", CONFIG, sim="icarus")      # the compiled model is Verilator's
 
 
 class Counting(GoldenSystem):

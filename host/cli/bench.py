@@ -120,6 +120,58 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
     _print_sweep(points)
 
 
+@bench.command("sim")
+@click.option("--mesh", "meshes", multiple=True, metavar="RxC",
+              help="A mesh to measure (repeat the option; default 4x4, 8x8 and 16x16).")
+@click.option("--sparsity", type=Number(0, 1, max_open=True), default=0.5, show_default=True,
+              help="Fraction of the GEMM's weights pruned.")
+@click.option("--cocotb-max-tiles", type=click.IntRange(min=0), default=16, show_default=True,
+              help="Run the cocotb path too on meshes of at most this many tiles.")
+@click.option("--threads", "threads", type=click.IntRange(min=2), multiple=True,
+              default=(2,), show_default=True,
+              help="Verilator --threads to measure on the largest mesh (repeatable).")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (nothing else).")
+def bench_sim(meshes, sparsity, cocotb_max_tiles, threads, seed, as_json):
+    """RTL simulation speed: a GEMM per mesh on the compiled Verilator model and under cocotb,
+    cycles per second, speedup and the free-running limit (results and cycles cross-checked)."""
+    from wse.bench.sim import DEFAULT_MESHES
+    from wse.bench.sim import bench_sim as measure
+    from wse.fabric.config import parse_mesh
+
+    try:
+        meshes = [parse_mesh(m) for m in (meshes or DEFAULT_MESHES)]
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--mesh") from error
+    with console.status("simulation bench") as status:
+        try:
+            figures = measure(meshes, sparsity=sparsity, seed=seed, threads=threads,
+                              cocotb_max_tiles=cocotb_max_tiles, progress=status.update)
+        except (RuntimeError, ValueError) as error:   # SimulationError is a RuntimeError
+            raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(figures))
+        return
+    table = Table(title="RTL simulation speed (compute phase of one GEMM per mesh)",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    columns = {"mesh": "mesh", "shape": "GEMM", "cycles": "cycles",
+               "compiled_cycles_per_second": "compiled c/s",
+               "cocotb_cycles_per_second": "cocotb c/s", "speedup": "speedup",
+               "free_running_cycles_per_second": "free-running c/s",
+               "harness_efficiency": "efficiency", "pe_cycles_per_second": "PE c/s",
+               "build_seconds": "build s"}
+    for title in columns.values():
+        table.add_column(title, justify="right")
+    for row in figures["meshes"]:
+        table.add_row(*(Text(row[k]) if isinstance(row[k], str) else _cell(row[k], digits=2)
+                        for k in columns))
+    Console().print(table)
+    t = figures["threads"]
+    console.print(f"{t['mesh']}: " + ", ".join(f"--threads {k}: {v:,.0f} cycles/s"
+                                             for k, v in t.items() if k != "mesh"),
+                  markup=False, highlight=False)
+
+
 def _print_sweep(points):
     first = points[0]
     table = Table(title=f"sparse GEMM sweep: {first['shape']} (out x in x tokens) on a "

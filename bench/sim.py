@@ -1,0 +1,142 @@
+"""``wse bench sim``: how fast the RTL simulates, compiled against cocotb, mesh by mesh.
+
+For each mesh size, one GEMM program sized to the mesh (``out = in = 32 x rows`` features,
+``8 x cols`` tokens, half the weights pruned) runs on the compiled backend
+(:class:`runtime.compiled.CompiledSystem`) and, where that is practical (up to
+``cocotb_max_tiles`` tiles), on the cocotb path (``verilator-cocotb``, the same RTL) in the same
+run. Both must give the reference's result and the same cycle count. The figures are the
+compute phase's (one exchange: the weights streamed and the totals streamed out), timed from
+Python around the exchange; ``free_running_cycles_per_second`` is the same exchange timed
+inside the simulator's C++ loop, with its inputs already there (the limit of this model on
+this machine), and ``harness_efficiency`` their ratio. Verilator's ``--threads`` is measured on
+the largest mesh.
+"""
+
+import time
+
+import numpy as np
+
+from wse.fabric.compiler import compile_gemm
+from wse.fabric.config import gemm_config, parse_mesh
+from wse.fabric.mesh_model import gemm_reference
+from wse.rtl.validate import count, number
+from wse.runtime import CompiledSystem, open_system
+
+from .gemm import prune, random_operands
+
+__all__ = ["bench_sim", "DEFAULT_MESHES"]
+
+#: The meshes ``wse bench sim`` measures by default.
+DEFAULT_MESHES = ("4x4", "8x8", "16x16")
+
+
+def _shape(rows, cols):
+    return 32 * rows, 32 * rows, 8 * cols
+
+
+def _timed(system, streams, min_seconds, max_runs):
+    """Run ``streams`` as one exchange until ``min_seconds`` have passed (at least once, at
+    most ``max_runs`` times); ``(exchange, seconds per run, loop seconds per run)``."""
+    runs, elapsed, loop = 0, 0.0, 0.0
+    while True:
+        before = getattr(system, "loop_seconds", 0.0)
+        started = time.perf_counter()
+        result = system.launch(streams)
+        elapsed += time.perf_counter() - started
+        loop += getattr(system, "loop_seconds", 0.0) - before
+        runs += 1
+        if elapsed >= min_seconds or runs >= max_runs:
+            return result, elapsed / runs, loop / runs
+
+
+def _run(backend, config, W, X, *, min_seconds, max_runs, **options):
+    """One backend's measurement: ``(figures, raw totals, cycles)``."""
+    program = compile_gemm(config, W, X, raw=True)
+    opened = time.perf_counter()
+    with open_system(backend, config, **options) as system:
+        open_seconds = time.perf_counter() - opened
+        system.exchange(program.load_streams(X))
+        result, seconds, loop = _timed(system, program.streams, min_seconds, max_runs)
+        if result.error:
+            raise RuntimeError(f"the {backend} mesh reported an error during {program!r}")
+        totals = program.decode_raw(result.outlets)
+        figures = {"seconds": seconds, "cycles_per_second": result.cycles / seconds,
+                   "open_seconds": open_seconds}
+        if isinstance(system, CompiledSystem):
+            figures["free_running_cycles_per_second"] = result.cycles / loop
+            figures["build_seconds"] = system.harness.build_seconds
+    return figures, totals, result.cycles
+
+
+def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=16,
+              threads=(2,), min_seconds=1.0, progress=None):
+    """Measure each of ``meshes`` (``"RxC"`` or ``(rows, cols)``); returns ``{"meshes": [rows
+    of figures], "threads": {...}}`` (see ``docs/sim.md`` for every key).
+
+    A compiled result that differs from the reference, or a cycle count that differs from the
+    cocotb path's, raises ``RuntimeError``: the speed of a wrong simulation is no figure.
+    """
+    shapes = [parse_mesh(m) if isinstance(m, str) else tuple(m) for m in meshes]
+    if not shapes:
+        raise ValueError("meshes must name at least one mesh")
+    number("sparsity", sparsity, 0, 1, open_hi=True)
+    cocotb_max_tiles = count("cocotb_max_tiles", cocotb_max_tiles, 0)
+    say = progress or (lambda line: None)
+    rows_out = []
+    for rows, cols in shapes:
+        out_f, in_f, tokens = _shape(rows, cols)
+        config = gemm_config((rows, cols), out_f, in_f, tokens, raw=True)
+        W0, X = random_operands(out_f, in_f, tokens, seed=seed)
+        W = prune(W0, sparsity, seed=seed)
+        reference = gemm_reference(config, compile_gemm(config, W, X, raw=True), X)[1]
+        say(f"{rows}x{cols}: building and running the compiled model")
+        compiled, totals, cycles = _run("verilator", config, W, X, min_seconds=min_seconds,
+                                        max_runs=50)
+        if not np.array_equal(totals, reference):
+            raise RuntimeError(f"the compiled {rows}x{cols} mesh's GEMM differs from the "
+                               f"reference")
+        row = {"mesh": f"{rows}x{cols}", "tiles": rows * cols,
+               "shape": f"{out_f}x{in_f}x{tokens}", "nnz": int(np.count_nonzero(W)),
+               "cycles": cycles,
+               "compiled_cycles_per_second": compiled["cycles_per_second"],
+               "free_running_cycles_per_second": compiled["free_running_cycles_per_second"],
+               "harness_efficiency": (compiled["cycles_per_second"]
+                                      / compiled["free_running_cycles_per_second"]),
+               "pe_cycles_per_second": compiled["cycles_per_second"] * rows * cols,
+               "build_seconds": compiled["build_seconds"],
+               "cocotb_cycles_per_second": None, "speedup": None}
+        if rows * cols <= cocotb_max_tiles:
+            say(f"{rows}x{cols}: the same program under cocotb")
+            cocotb, cocotb_totals, cocotb_cycles = _run(
+                "verilator-cocotb", config, W, X, min_seconds=0, max_runs=1)
+            if cocotb_cycles != cycles or not np.array_equal(cocotb_totals, totals):
+                raise RuntimeError(f"{rows}x{cols}: the compiled model took {cycles} cycles, "
+                                   f"the cocotb path {cocotb_cycles}"
+                                   + ("" if np.array_equal(cocotb_totals, totals)
+                                      else ", and their results differ"))
+            row["cocotb_cycles_per_second"] = cocotb["cycles_per_second"]
+            row["speedup"] = compiled["cycles_per_second"] / cocotb["cycles_per_second"]
+        rows_out.append(row)
+    figures = {"meshes": rows_out, "threads": _threads(shapes[-1], threads, sparsity, seed,
+                                                       min_seconds, rows_out[-1], say)}
+    return figures
+
+
+def _threads(mesh, threads, sparsity, seed, min_seconds, single, say):
+    """Verilator ``--threads`` on ``mesh``: ``{"mesh", "1": cycles/s, "<n>": cycles/s, ...}``
+    (each a build of its own)."""
+    rows, cols = mesh
+    out_f, in_f, tokens = _shape(rows, cols)
+    config = gemm_config(mesh, out_f, in_f, tokens, raw=True)
+    W0, X = random_operands(out_f, in_f, tokens, seed=seed)
+    W = prune(W0, sparsity, seed=seed)
+    result = {"mesh": f"{rows}x{cols}", "1": single["compiled_cycles_per_second"]}
+    for n in threads:
+        say(f"{rows}x{cols}: building and running with --threads {n}")
+        figures, _, cycles = _run("verilator", config, W, X, min_seconds=min_seconds,
+                                  max_runs=50, threads=n)
+        if cycles != single["cycles"]:
+            raise RuntimeError(f"--threads {n} took {cycles} cycles, one thread "
+                               f"{single['cycles']}")
+        result[str(n)] = figures["cycles_per_second"]
+    return result

@@ -1,0 +1,169 @@
+"""The mesh as a compiled Verilator model: one executable that runs whole exchanges in C++.
+
+:func:`build_harness` exports a mesh (:class:`fabric.mesh.AxiStreamMesh`) as Verilog, writes
+``ports.h`` (its edge ports, in :func:`fabric.mesh.edge_ports` order) and builds it with
+``sim/harness/mesh_harness.cpp`` (the stream drivers and the exchange loop) into one
+executable, which :class:`runtime.compiled.CompiledSystem` runs and feeds through pipes. Each
+distinct design (its Verilog text and build options) gets one directory under
+``build/sim/compiled``, built once and reused by every later process, guarded by a file lock
+like the cocotb builds (``docs/sim.md``).
+"""
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from wse.fabric.mesh import AxiStreamMesh, edge_ports
+
+from . import toolchain
+from .cocotb_run import BUILD_ROOT, locked
+from .export import export_verilog
+
+__all__ = ["HARNESS", "Harness", "build_harness", "harness_top"]
+
+#: The C++ side: stream drivers, the exchange loop, the pipe protocol.
+HARNESS = Path(__file__).with_name("harness") / "mesh_harness.cpp"
+
+_VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
+                   "--x-assign", "fast", "--x-initial", "fast", "-O3"]
+_CXXFLAGS = ["-O2", "-std=c++17"]
+#: Verilator configuration: the tile stays one C++ class that every position runs, instead
+#: of being inlined once per position (a 4x4 mesh was 26 MB of C++, minutes to compile, and
+#: slower to run: the flattened code does not fit the instruction cache).
+_VLT = "`verilator_config\nno_inline -module \"wse_tile\"\n"
+
+
+@dataclass(frozen=True)
+class Harness:
+    """A built harness: its executable and what it was built with."""
+    executable: Path
+    directory: Path
+    top: str
+    waves: bool
+    threads: int
+    build_seconds: float
+    inputs: tuple
+    outputs: tuple
+
+
+def harness_top(config, top):
+    """Verilog of module ``wse_harness`` around mesh module ``top``, and ``ports.h`` binding
+    its ports for the C++ drivers; also the input and output port names, in
+    :func:`fabric.mesh.edge_ports` order.
+
+    The wrapper registers the reset (``rst_in`` a cycle early) and ties every outlet's
+    ``tready`` high (the drivers never hold an outlet back): what depends on them is then
+    evaluated once a clock edge instead of at every input change, which is most of the model's
+    work otherwise (Verilator re-evaluates all logic combinational from a top input whenever
+    the inputs may have changed, and the mesh's synchronous reset reaches almost every
+    register's next-state logic)."""
+    ports = edge_ports(config)
+    inputs = [name for name, way, _, _ in ports if way == "in"]
+    outputs = [name for name, way, _, _ in ports if way == "out"]
+    fields = {"tdata": 32, "tdest": 5, "tuser": 1, "tvalid": 1}
+    decls = ["  input clk,", "  input rst_in,"]
+    for name in inputs:
+        decls += [f"  input [{w - 1}:0] {name}_{f}," for f, w in fields.items()]
+        decls.append(f"  output {name}_tready,")
+    for name in outputs:
+        decls += [f"  output [{w - 1}:0] {name}_{f}," for f, w in fields.items()]
+    decls += ["  output error,", "  output overflow,", "  output idle"]
+    conns = [".clk(clk)", ".rst(rst)", ".error(error)", ".overflow(overflow)", ".idle(idle)"]
+    conns += [f".{name}_{f}({name}_{f})" for name in inputs for f in (*fields, "tready")]
+    conns += [f".{name}_{f}({name}_{f})" for name in outputs for f in fields]
+    conns += [f".{name}_tready(1'b1)" for name in outputs]
+    verilog = "\n".join([
+        "// Written by sim/compiled.py around one mesh for the compiled backend: do not edit.",
+        "module wse_harness(", *decls, ");",
+        "  reg rst = 1'b0;",
+        "  always @(posedge clk) rst <= rst_in;",
+        f"  {top} mesh(", ",\n".join(f"    {c}" for c in conns), "  );",
+        "endmodule", ""])
+
+    def binds(names, array, members):
+        return [f"    {array}[{k}].{f} = &top->{name}_{f};"
+                for k, name in enumerate(names) for f in members]
+
+    def quoted(values):
+        return ", ".join(f'"{v}"' for v in values)
+
+    header = "\n".join([
+        "// Written by sim/compiled.py for one mesh: do not edit.",
+        "#pragma once",
+        '#include "Vwse_harness.h"',
+        "#define TOP_CLASS Vwse_harness",
+        f"constexpr int N_IN = {len(inputs)};",
+        f"constexpr int N_OUT = {len(outputs)};",
+        f"static const char *const IN_NAMES[] = {{{quoted(inputs)}}};",
+        f"static const char *const OUT_NAMES[] = {{{quoted(outputs)}}};",
+        "template <class In, class Out>",
+        "void bind_ports(Vwse_harness *top, In &in, Out &out) {",
+        *binds(inputs, "in", ("tdata", "tdest", "tuser", "tvalid", "tready")),
+        *binds(outputs, "out", ("tdata", "tdest", "tuser", "tvalid")),
+        "}", ""])
+    return verilog, header, tuple(inputs), tuple(outputs)
+
+
+def build_harness(config, *, waves=False, threads=1, root=None, jobs=None):
+    """The :class:`Harness` of ``config``'s mesh, built unless an identical build exists.
+
+    ``waves``: built with FST tracing (``--waves`` then records one). ``threads``: Verilator's
+    ``--threads`` (1: single-threaded). A failed build raises ``RuntimeError`` naming its log.
+    """
+    if type(threads) is not int or threads < 1:
+        raise ValueError(f"threads must be a positive integer, not {threads!r}")
+    toolchain.setup()
+    top = f"wse_mesh_{config.rows}x{config.cols}"
+    root = Path(root or BUILD_ROOT)
+    staging = root / "verilog" / f"{top}-compiled-{os.getpid()}.v"
+    export_verilog(AxiStreamMesh(config), staging, name=top)
+    text = staging.read_text()
+    staging.unlink()
+    wrapper, header, inputs, outputs = harness_top(config, top)
+    text += "\n" + wrapper
+    args = [*_VERILATOR_ARGS, *(["--trace-fst"] if waves else []),
+            *os.environ.get("WSE_VERILATOR_EXTRA", "").split()]
+    if threads > 1:
+        args += ["--threads", str(threads)]
+    cxxflags = [*_CXXFLAGS, *(["-DWSE_WAVES"] if waves else [])]
+    source = HARNESS.read_text()
+    digest = hashlib.sha256("\n".join([text, header, source, _VLT, *args, *cxxflags]).encode())
+    directory = (root / "compiled" / f"{top}-{digest.hexdigest()[:12]}").resolve()
+    executable = directory / "obj_dir" / "mesh_harness"
+    with locked(directory):
+        stamp = directory / "build_seconds"
+        if not (executable.is_file() and stamp.is_file()):
+            seconds = _verilate(directory, top, text, header, args, cxxflags, jobs)
+            stamp.write_text(f"{seconds:.3f}\n")
+        build_seconds = float(stamp.read_text())
+    return Harness(executable=executable, directory=directory, top=top, waves=waves,
+                   threads=threads, build_seconds=build_seconds, inputs=inputs,
+                   outputs=outputs)
+
+
+def _verilate(directory, top, text, header, args, cxxflags, jobs):
+    """Verilate and compile into ``directory``; the wall-clock seconds it took."""
+    import time
+
+    started = time.monotonic()
+    (directory / f"{top}.v").write_text(text)
+    (directory / "ports.h").write_text(header)
+    (directory / "harness.vlt").write_text(_VLT)
+    harness = directory / HARNESS.name
+    harness.write_text(HARNESS.read_text())
+    jobs = jobs or os.cpu_count() or 1
+    command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), *args,
+               "--top-module", "wse_harness", "-o", "mesh_harness",
+               "-CFLAGS", " ".join([*cxxflags, f"-I{directory}"]),
+               "harness.vlt", f"{top}.v", harness.name]
+    env = {**os.environ, "OPT_FAST": "-O2", "OPT_SLOW": "-O1"}
+    log = directory / "build.log"
+    with open(log, "w") as out:
+        done = subprocess.run(command, cwd=directory, stdout=out, stderr=subprocess.STDOUT,
+                              env=env)
+    if done.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-5:])
+        raise RuntimeError(f"building the compiled {top} failed (log: {log}):\n{tail}")
+    return time.monotonic() - started

@@ -1,0 +1,148 @@
+"""The compiled Verilator backend (:class:`runtime.compiled.CompiledSystem`) against the cocotb path
+on the same RTL: the same results, cycle counts, flags and counters, exchange after exchange;
+and its errors (a stuck mesh named by port and color, a dead simulator, a closed System)."""
+
+import numpy as np
+import pytest
+
+from wse.fabric import pe_model
+from wse.fabric.config import MeshConfig
+from wse.rtl.core_params import COUNTERS
+from wse.rtl.wavelet import pack
+from wse.runtime import CocotbSystem, CompiledSystem, GoldenSystem, SimulationError
+from wse.sim.compiled import harness_top
+
+from .test_mesh_cocotb import MESH_2X3, random_gemm
+
+pytestmark = pytest.mark.xdist_group("verilator")   # shares the builds of test_mesh_cocotb.py
+
+
+def same_exchange(a, b, what):
+    assert a.cycles == b.cycles, f"{what}: {a.cycles} cycles compiled, {b.cycles} under cocotb"
+    assert a.outlets == b.outlets, f"{what}: the outlets differ"
+    assert (a.error, a.overflow) == (b.error, b.overflow), f"{what}: the flags differ"
+
+
+class Recording:
+    """Wraps a System and keeps every exchange it makes."""
+
+    def __init__(self, system):
+        self.system = system
+        self.log = []
+        exchange = system._exchange
+
+        def recorded(streams):
+            result = exchange(streams)
+            self.log.append((streams, result))
+            return result
+        system._exchange = recorded
+
+
+def run_program(system, rng, config, steps):
+    """A random program: GEMMs (requantised, raw, zeros streamed), memory copies and counter
+    reads, in a random order; every result goes into the returned list."""
+    results = []
+    for _ in range(steps):
+        kind = rng.integers(4)
+        n_in = int(rng.integers(1, config.n_feat * config.rows + 1))
+        n_out = int(rng.integers(1, config.n_out * config.rows + 1))
+        tokens = int(rng.integers(1, config.n_tok * config.cols + 1))
+        W, X = random_gemm(rng, n_out, n_in, tokens, rng.uniform(0, 0.95),
+                           act_sparsity=rng.uniform(0, 0.7))
+        if kind == 0:
+            results.append(system.gemm(W, X).y)
+        elif kind == 1:
+            results.append(system.gemm(W, X, raw=True, counters=False).y)
+        elif kind == 2:
+            results.append(system.gemm(W, X, zeros=True).y)
+        else:
+            block = rng.integers(-300, 300, (config.rows, config.cols, 5))
+            system.memcpy_h2d("X", block, 0, 0, config.cols, config.rows)
+            results.append(system.memcpy_d2h("X", 0, 0, config.cols, config.rows, 5))
+            results.append(system.counters()["macs_issued"])
+    return results
+
+
+def check_against_cocotb(config, seed, steps):
+    """The same random program on the compiled backend and under cocotb: every exchange equal."""
+    compiled = Recording(CompiledSystem(config))
+    cocotb = Recording(CocotbSystem(config, sim="verilator"))
+    with compiled.system, cocotb.system, GoldenSystem(config) as golden:
+        got = run_program(compiled.system, np.random.default_rng(seed), config, steps)
+        want = run_program(cocotb.system, np.random.default_rng(seed), config, steps)
+        reference = run_program(golden, np.random.default_rng(seed), config, steps)
+        assert len(compiled.log) == len(cocotb.log) > steps
+        for k, ((streams_a, a), (streams_b, b)) in enumerate(zip(compiled.log, cocotb.log)):
+            assert streams_a == streams_b
+            same_exchange(a, b, f"exchange {k}")
+        for a, b, c in zip(got, want, reference):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(a, c)
+        counters = compiled.system.counters()
+        again = cocotb.system.counters()
+        for name in COUNTERS:
+            np.testing.assert_array_equal(counters[name], again[name], err_msg=name)
+    cycles = sum(result.cycles for _, result in compiled.log)
+    return len(compiled.log), cycles
+
+
+def test_a_random_program_runs_cycle_for_cycle_as_under_cocotb(figure):
+    exchanges, cycles = check_against_cocotb(MESH_2X3, seed=11, steps=6)
+    figure(f"compiled vs cocotb, mesh 2x3: {exchanges} exchanges, {cycles} cycles, every "
+           f"exchange's outlets, cycles and flags equal, counters equal")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_random_meshes_and_programs_match_cocotb(seed, figure):
+    rng = np.random.default_rng(100 + seed)
+    rows, cols = (int(x) for x in rng.integers(1, 4, 2))
+    config = MeshConfig(rows, cols, n_feat=int(rng.choice([8, 16])),
+                        n_tok=int(rng.choice([2, 4, 8])), n_out=int(rng.choice([8, 16])),
+                        lanes=int(rng.choice([1, 2])))
+    exchanges, cycles = check_against_cocotb(config, seed=seed, steps=10)
+    figure(f"compiled vs cocotb, {config}: {exchanges} exchanges, {cycles} cycles, equal")
+
+
+def test_a_stuck_mesh_is_named_by_port_and_color_and_the_system_ends():
+    with CompiledSystem(MESH_2X3, watchdog=300) as rtl:
+        bad = int(pack(123, MESH_2X3.plan.out(0), 0))      # a reply color entering an intake
+        assert rtl.exchange({0: [bad]}).error
+        # CRs into row 0 only: row 0 waits for row 1's psums, which never come, and once its
+        # buffers and queues are full the intake holds the next one
+        stuck = [pe_model.cr(MESH_2X3.core(0, 0), 1)] * 100
+        with pytest.raises(SimulationError, match=r"(?s)^watchdog: the mesh was busy and no "
+                                                  r"port moved for 300 cycles .*input s_axis_w0 "
+                                                  r"stuck offering color \d+"):
+            rtl.exchange({0: stuck})
+        with pytest.raises(SimulationError, match="this System is closed"):
+            rtl.exchange({0: []})
+
+
+def test_a_simulator_that_dies_is_a_one_line_error():
+    rtl = CompiledSystem(MESH_2X3)
+    rtl._process.kill()
+    with pytest.raises(SimulationError, match=r"^the compiled verilator simulation ended: exit "
+                                              r"status -9$"):
+        rtl.exchange({0: []})
+    rtl.close()     # nothing left to do
+
+
+def test_waves_are_recorded_on_request(tmp_path):
+    config = MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4)
+    path = tmp_path / "mesh.fst"
+    with CompiledSystem(config, waves=path) as rtl:
+        block = np.arange(8).reshape(1, 1, 8)
+        rtl.memcpy_h2d("X", block, 0, 0, 1, 1)
+        np.testing.assert_array_equal(rtl.memcpy_d2h("X", 0, 0, 1, 1, 8), block)
+    assert path.stat().st_size > 1000 and path.read_bytes()[:1] == b"\x00"   # an FST header
+
+
+def test_the_wrapper_ties_outlets_ready_and_registers_the_reset():
+    verilog, header, inputs, outputs = harness_top(MESH_2X3, "wse_mesh_2x3")
+    assert inputs == ("s_axis_w0", "s_axis_w1") and outputs == tuple(
+        f"m_axis_s{c}" for c in range(3))
+    assert "always @(posedge clk) rst <= rst_in;" in verilog
+    assert all(f".m_axis_s{c}_tready(1'b1)" in verilog for c in range(3))
+    assert "in[1].tready = &top->s_axis_w1_tready;" in header
+    assert "tready" not in "".join(line for line in header.splitlines() if "out[" in line)
