@@ -35,7 +35,10 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         Rows and slots of the input features; :meth:`Placement.balanced` (or, with
         ``balance=False``, :meth:`Placement.modulo`) by default.
     out_placement : Placement, optional
-        Owner rows and result slots of the outputs; :meth:`Placement.modulo` by default.
+        Owner rows and result slots of the outputs; :meth:`Placement.modulo` by default (for
+        ``raw``, dealt over ``config.plan.raw_rows()``: every row unless the mesh has more
+        rows than reply colors). With ``raw``, the rows owning outputs must have pairwise
+        distinct reply colors.
     raw : bool
         ``CR_OUT``: the owner rows send their 32-bit totals out instead of requantising them
         into ``Y`` (no ``n_out`` limit).
@@ -109,7 +112,10 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
                                                   config.rows) if balance
                         else Placement.modulo(n_in, config.rows))
     if out_placement is None:
-        out_placement = Placement.modulo(n_out, config.rows)
+        # raw results leave while the compute phase runs: owners need distinct reply colors
+        among = config.plan.raw_rows() if raw and config.plan.raw_rows() != list(
+            range(config.rows)) else None
+        out_placement = Placement.modulo(n_out, config.rows, among=among)
     for name, p, n, what in (("in_placement", in_placement, n_in, "inputs"),
                              ("out_placement", out_placement, n_out, "outputs")):
         if not isinstance(p, Placement):
@@ -119,9 +125,24 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     if not raw:
         out_placement.check_fits(config.n_out, "output features", name="n_out")
     else:
-        big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
-        if big > isa.MAX_ARG:
-            raise ValueError(f"output features: a carriage return argument of {big} does not "
-                             f"fit its {isa.ARG_BITS} bits")
+        _check_raw_owners(config, out_placement)
+    big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
+    if big > isa.MAX_ARG:
+        raise ValueError(f"output features: a carriage return argument of {big} (slot * rows + "
+                         f"row) does not fit its {isa.ARG_BITS} bits")
     return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
                        bool(zeros), W=W)
+
+
+def _check_raw_owners(config, placement):
+    """Raw results leave while the compute phase runs, all rows at once: ``ValueError`` unless
+    the rows owning outputs have pairwise distinct reply colors."""
+    plan, seen = config.plan, {}
+    for r in np.unique(placement.row_of).tolist():
+        other = seen.setdefault(plan.out(r), r)
+        if other != r:
+            raise ValueError(f"output features: rows {other} and {r} both own raw results but "
+                             f"share reply color {plan.out(r)} (a {config.rows}-row mesh has "
+                             f"{plan.reply_colors} reply colors): place raw outputs on rows "
+                             f"with distinct reply colors, such as plan.raw_rows() "
+                             f"{plan.raw_rows()}")

@@ -35,6 +35,8 @@ class MeshConfig:
     accumulator buffers and psum FIFO depth (timing only: results never depend on them; 8 and
     16 let a row run a few outputs ahead of its neighbours: on a 4x4 mesh (before the psum
     bypass), a 64x64 GEMM at 90 % sparsity took 1022 cycles with them, 1089 with 4 and 4).
+    ``reply_colors`` is the color plan's (``None``: as many as fit, ``min(rows, 18)``; fewer
+    make rows share them on a small mesh as they do on a large one).
     """
     rows: int = 4
     cols: int = 4
@@ -47,11 +49,13 @@ class MeshConfig:
     depth: int = 4
     acc_buffers: int = 8
     psum_depth: int = 16
+    reply_colors: int | None = None
 
     def __post_init__(self):
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
             object.__setattr__(self, name, count(name, getattr(self, name)))
-        object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges))
+        object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
+                                                   reply_colors=self.reply_colors))
         self.core(0, 0)      # validates the core parameters
 
     @property
@@ -72,6 +76,7 @@ class MeshConfig:
         """The :class:`~rtl.core_params.CoreParams` of core ``(r, c)``."""
         return CoreParams(n_feat=self.n_feat, n_tok=self.n_tok, n_out=self.n_out,
                           lanes=self.lanes, fmt=self.fmt, row=r, rows=self.rows,
+                          col=self.plan.core_col(r, c), cols=self.cols,
                           colors=self.plan.core_colors(r, c))
 
     @property

@@ -54,12 +54,13 @@ class Mesh(wiring.Component):
     The color plan is checked first (:meth:`fabric.routes.ColorPlan.check`).
 
     With ``shared_tile`` (the default) every position instantiates one Verilog module,
-    :data:`TILE_MODULE`: a tile whose routes, colors and row are straps (``Tile(straps=True)``)
-    tied to each position's constants. The tile is elaborated, exported and compiled once,
-    however large the mesh; :meth:`verilog_dependencies` gives its Verilog, which must be
-    compiled with the mesh's (``sim.cocotb_run.build`` and ``wse export`` include it). Without
-    it, every position elaborates a tile of its own with the constants built in (Amaranth's
-    simulator needs that; synthesis tools fold the same constants either way).
+    :data:`TILE_MODULE`: a tile whose routes, colors, row and column are straps
+    (``Tile(straps=True)``) tied to each position's constants. The tile is elaborated,
+    exported and compiled once, however large the mesh; :meth:`verilog_dependencies` gives its
+    Verilog, which must be compiled with the mesh's (``sim.cocotb_run.build`` and ``wse
+    export`` include it). Without it, every position elaborates a tile of its own with the
+    constants built in (Amaranth's simulator needs that; synthesis tools fold the same
+    constants either way).
 
     Members
     -------

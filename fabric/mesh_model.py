@@ -1,11 +1,13 @@
 """Golden model of the whole mesh at the wavelet level, and a fast bit-exact GEMM reference.
 
 :class:`MeshModel` is ``rows x cols`` :class:`~fabric.pe_model.CoreModel` s wired by the color
-plan of ``docs/mesh.md``: a row's intake multicasts ``weight`` to every core of the row and
-passes ``cmd(c)`` to column ``c``; a core's ``psum_to_s`` / ``psum_to_n`` words go to the core
-below / above, its ``out`` words down its column to outlet ``c``. It is untimed: order is kept
-per core (commands), per psum FIFO and per (outlet, color), as on the fabric, and nothing else
-is promised (interleaving across colors at an outlet is the model's own).
+plan of ``docs/mesh.md``: a row's intake multicasts ``weight`` and ``cmd`` to every core of the
+row (each core keeps the ``cmd`` wavelets meant for its column, by SELECT); a core's
+``psum_to_s`` / ``psum_to_n`` words go to the core below / above, its ``out`` words down its
+column to outlet ``c``. It is untimed: order is kept per core (commands), per psum FIFO and per
+(outlet, color), as on the fabric, and nothing else is promised (interleaving across colors at
+an outlet is the model's own). Two rows that share a reply color replying in one exchange is a
+host error (their words would mix at the outlet): a ``ValueError``.
 
 A carriage return needs its neighbours' psums (``docs/pe.md``, "The partial-sum engine"), so
 :meth:`MeshModel.exchange` runs a worklist: each core runs its commands up to the next carriage
@@ -28,7 +30,7 @@ from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 from . import numerics
 from .config import MeshConfig
-from .pe_model import CoreModel
+from .pe_model import CoreModel, selection
 from .program import GemmProgram
 
 __all__ = ["MeshModel", "gemm_reference"]
@@ -108,6 +110,7 @@ class MeshModel:
         """
         queues = self._route_intakes(streams)
         outlets = {c: [] for c in range(self.config.cols)}
+        self._repliers = {}
         inbox = {t: ([], []) for t in self.cores}
         work = deque(t for t in self.config.tiles if not queues[t].done)
         waiting = set(work)
@@ -148,8 +151,7 @@ class MeshModel:
                 raise NotImplementedError(
                     f"configuration wavelets (color {plan.cfg_color}) at the intake of row {r}: "
                     f"the mesh model has fixed routes and does not model configuration")
-            routed = (color == plan.weight) | ((color >= plan.cmd(0)) & (color < plan.cmd(0)
-                                                                       + cfg.cols))
+            routed = (color == plan.weight) | (color == plan.cmd)
             op = isa.CONTROL.unpack(data)["op"]
             teardown = routed & (ctrl == 1) & (op == ControlOp.TEARDOWN.value)
             if teardown.any():
@@ -166,9 +168,14 @@ class MeshModel:
                 queues[(r, c)] = _Queue([], [])
                 continue
             arr, data, color, ctrl, _ = unpacked[r]
-            mine = (color == plan.weight) | (color == plan.cmd(c))
-            queues[(r, c)] = _Queue(arr[mine].tolist(),
-                                    self._needs(r, data[mine], ctrl[mine]))
+            mine = np.flatnonzero((color == plan.weight) | (color == plan.cmd))
+            control = isa.CONTROL.unpack(data[mine])
+            kept, _ = selection(self.cores[(r, c)].params, self.cores[(r, c)].selected,
+                                color[mine].tolist(), ctrl[mine].tolist(),
+                                control["op"].tolist(),
+                                isa.SELECT_ARG.unpack(control["arg"])["col"].tolist())
+            needs = self._needs(r, data[mine], ctrl[mine] & np.array(kept, dtype=bool))
+            queues[(r, c)] = _Queue(arr[mine].tolist(), needs)
         return queues
 
     def _needs(self, row, data, ctrl):
@@ -223,6 +230,12 @@ class MeshModel:
             touched.append(nb)
         words = sent.get(colors.out, [])
         if words:
+            other = self._repliers.setdefault((c, colors.out), r)
+            if other != r:
+                raise ValueError(f"rows {min(r, other)} and {max(r, other)} replied in the same "
+                                 f"exchange on the same color {colors.out} (outlet {c}): their "
+                                 f"words would mix; read rows that share a reply color in "
+                                 f"separate exchanges (docs/mesh.md)")
             outlets[c].extend(pack(np.array(words, dtype=np.uint64), colors.out, 0).tolist())
         return touched
 
@@ -250,7 +263,8 @@ class MeshModel:
         outlets = self.exchange(program.streams)
         if program.raw:
             return program.decode_raw(outlets)
-        return program.decode_y(program.read_blocks(self.exchange(program.read_streams())))
+        reads = [self.exchange(streams) for streams in program.read_streams()]
+        return program.decode_y(program.read_blocks(reads))
 
 
 # The fast reference -------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ Timing model (the choices the RTL comparison must respect):
 - Every psum wavelet in ``run()``'s input is queued before any command runs (the psum FIFOs do
   not depend on the command FIFO), then the psum lists; a CR takes from those queues.
 - A READ of a counter gives its value when the READ starts (before its own cost, words and
-  errors). ``wavelets_in`` there counts the wavelets the core must have taken by then: the ramp
+  errors). ``wavelets_in`` there counts the wavelets the core must have kept by then: the ramp
   wavelets up to and including the READ, and psums the engine has used. After ``run()`` it counts
-  every wavelet given to it, psum list entries and dropped wavelets included.
+  every wavelet given to it, psum list entries and dropped wavelets included, but not SELECTs
+  and not the ``cmd`` wavelets it discarded while another column was selected.
 
 Decoding choices where ``docs/pe.md`` is silent: a control opcode acts the same on ``cmd`` and
 ``weight``; operands are the low ``fmt.width`` bits of the data, sign-extended; a psum is the low
@@ -39,7 +40,7 @@ from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
-    "addr", "load", "read", "weight", "cr", "psums", "axpy_cycles",
+    "addr", "load", "read", "select", "weight", "cr", "psums", "selection", "axpy_cycles",
 ]
 
 _WORD = (1 << 32) - 1
@@ -90,6 +91,13 @@ def read(params: CoreParams, address: int, length: int) -> int:
     return _wavelet(int(isa.read_data(address, length)), params.colors.cmd, 1)
 
 
+def select(params: CoreParams, col: int | None = None) -> int:
+    """SELECT on ``cmd``: the core of column ``col`` (``params.col`` by default) takes the
+    ``cmd`` wavelets that follow; the other cores of the row discard them."""
+    col = params.col if col is None else integer("col", col, 0, isa.MAX_ARG)
+    return _wavelet(int(isa.select_data(col)), params.colors.cmd, 1)
+
+
 def weight(params: CoreParams, value: int, slot: int) -> int:
     """AXPY on ``weight``: ``ACC += value * X[slot]``. ``slot`` may be any 16-bit number (one
     ``>= n_feat`` is an error the core counts); ``value`` must be an operand."""
@@ -116,7 +124,24 @@ def _decode(data: np.ndarray) -> dict[str, list[int]]:
         "addr": isa.ADDR_ARG.unpack(control["arg"])["addr"].tolist(),
         "read_addr": read["addr"].tolist(), "read_len": read["len"].tolist(),
         "o": isa.CR_ARG.unpack(control["arg"])["o"].tolist(),
+        "col": isa.SELECT_ARG.unpack(control["arg"])["col"].tolist(),
     }
+
+
+def selection(params: CoreParams, selected: int, color, ctrl, op, col):
+    """``(kept, selected)``: which of a core's wavelets (their ``color``, ``ctrl``, control
+    ``op`` and SELECT ``col`` fields, in ramp order) it keeps, starting with column
+    ``selected`` selected, and the column selected after them. A SELECT on ``cmd`` selects its
+    column and is not kept; other ``cmd`` wavelets are kept only while ``params.col`` is
+    selected; every other color is kept."""
+    cmd, mine, kept = params.colors.cmd, params.col, []
+    for k, o, c, a in zip(color, ctrl, op, col):
+        if k == cmd and o and c == ControlOp.SELECT.value:
+            selected = a
+            kept.append(False)
+        else:
+            kept.append(k != cmd or selected == mine)
+    return kept, selected
 
 
 def psums(color: int, values) -> list[int]:
@@ -133,6 +158,8 @@ class CoreModel:
     y : (n_out, n_tok) int64, the requantised results.
     acc : (n_tok,) int64, the active accumulator buffer.
     ptr : int, the load pointer (16 bits, wraps).
+    selected : int, the column last selected by a SELECT on ``cmd`` (0 after reset): while it
+        is not ``params.col``, ``cmd`` wavelets are discarded (not counted in ``wavelets_in``).
     counters : dict of the :data:`COUNTERS` (``stall_cycles`` stays 0: it is timing-dependent).
     error : bool, sticky error flag.
     """
@@ -145,6 +172,7 @@ class CoreModel:
         self.y = np.zeros((params.n_out, params.n_tok), dtype=np.int64)
         self.acc = np.zeros(params.n_tok, dtype=np.int64)
         self.ptr = 0
+        self.selected = 0
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.error = False
         # psum FIFOs by color: (32-bit word, position in this run's ramp; None: from a list,
@@ -164,8 +192,10 @@ class CoreModel:
         Wavelets on ``cmd`` / ``weight`` are commands, run in order; wavelets on ``psum_from_n``
         / ``psum_from_s`` are queued for the partial-sum engine (before the psum lists, whose
         entries are 32-bit words, negative ones taken as two's complement); any other color is
-        dropped and counted as an error. ``ValueError`` if a CR needs more psums than are queued
-        (the commands before it have taken effect).
+        dropped and counted as an error. A SELECT on ``cmd`` sets :attr:`selected`; ``cmd``
+        wavelets while another column is selected are discarded (SELECTs and discarded
+        wavelets cost nothing and are not counted). ``ValueError`` if a CR needs more psums
+        than are queued (the commands before it have taken effect).
         """
         c = self.params.colors
         words = [operator.index(w) for w in wavelets]
@@ -175,6 +205,7 @@ class CoreModel:
         data, color, ctrl = unpack(np.array(words, dtype=np.uint64))
         fields = _decode(data)
         data, color, ctrl = data.tolist(), color.tolist(), ctrl.tolist()
+        kept = self._select(color, ctrl, fields)
         for i, col in enumerate(color):
             if col in self._psums:
                 self._psums[col].append((data[i], i))
@@ -186,18 +217,27 @@ class CoreModel:
                     raise ValueError(f"{name} values must fit in 32 bits, not {v!r}")
                 self._psums[col].append((v & _WORD, None))
         self._in_base, self._used = self.counters["wavelets_in"], []
+        self._kept = np.cumsum(kept).tolist()       # wavelets kept up to and including each
         self._sent = {c.psum_to_s: [], c.psum_to_n: [], c.out: []}
         for i, (col, k) in enumerate(zip(color, ctrl)):
+            if not kept[i]:
+                continue
             if col in (c.cmd, c.weight):
                 self._command(i, {name: values[i] for name, values in fields.items()}, col, k)
             elif col not in self._psums:        # a foreign color: dropped in order, 1 cycle
                 self._fail()
                 self.counters["busy_cycles"] += 1
-        self.counters["wavelets_in"] = (self._in_base + len(words) + len(psum_from_n)
+        self.counters["wavelets_in"] = (self._in_base + sum(kept) + len(psum_from_n)
                                         + len(psum_from_s))
         for col, queue in self._psums.items():
             self._psums[col] = deque((v, -1) for v, _ in queue)
         return self._sent
+
+    def _select(self, color: list[int], ctrl: list[int], fields: dict) -> list[bool]:
+        """Apply the SELECTs among the wavelets in order; which wavelets the core keeps."""
+        kept, self.selected = selection(self.params, self.selected, color, ctrl, fields["op"],
+                                        fields["col"])
+        return kept
 
     # Commands ------------------------------------------------------------------------------------
 
@@ -245,7 +285,7 @@ class CoreModel:
 
     def _read(self, i: int, address: int, length: int) -> int:
         snapshot = dict(self.counters)
-        snapshot["wavelets_in"] = (self._in_base + i + 1
+        snapshot["wavelets_in"] = (self._in_base + self._kept[i]
                                    + sum(1 for pos in self._used if pos is None or pos > i))
         for k in range(length):
             word = self._word((address + k) % (_ADDRESS_MAX + 1), snapshot)

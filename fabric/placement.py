@@ -75,12 +75,18 @@ class Placement:
         return cls(rows, k % rows, k // rows, kind="balanced")
 
     @classmethod
-    def modulo(cls, n, rows):
-        """Feature ``i`` at row ``i % rows``, slot ``i // rows``."""
+    def modulo(cls, n, rows, *, among=None):
+        """Feature ``i`` at row ``i % rows``, slot ``i // rows``; with ``among`` (distinct rows)
+        dealt over those rows only: row ``among[i % len(among)]``, slot ``i // len(among)``."""
         rows = count("rows", rows)
         n = count("n", n, minimum=0)
         i = np.arange(n, dtype=np.int64)
-        return cls(rows, i % rows, i // rows, kind="modulo")
+        if among is None:
+            return cls(rows, i % rows, i // rows, kind="modulo")
+        among = int_array(among, "among", 1)
+        if not among.size or np.unique(among).size != among.size:
+            raise ValueError(f"among must be distinct rows, at least one, not {among.tolist()}")
+        return cls(rows, among[i % among.size], i // among.size, kind="modulo")
 
     def __len__(self):
         return int(self.row_of.size)

@@ -15,9 +15,10 @@ sense of what comes back:
   ``W[o, i]`` of that row's features (in order of ``i``) as ``(value, slot)`` weight wavelets,
   then a carriage return ``slot_out[o] * rows + row_out[o]`` (``CR``, or ``CR_OUT`` for raw
   results) that every row gets;
-- :meth:`GemmProgram.load_streams` is the host's copy of ``X`` into the cores (``ADDR 0`` and
-  ``LOAD`` on ``cmd(c)``), :meth:`GemmProgram.read_streams` the ``READ`` of each core's ``Y``
-  slots; :meth:`GemmProgram.read_blocks`, :meth:`GemmProgram.decode_y` and
+- :meth:`GemmProgram.load_streams` is the host's copy of ``X`` into the cores (``SELECT c``,
+  ``ADDR 0`` and ``LOAD`` on ``cmd``), :meth:`GemmProgram.read_streams` the ``READ`` of each
+  core's ``Y`` slots (one exchange per group of rows with distinct reply colors);
+  :meth:`GemmProgram.read_blocks`, :meth:`GemmProgram.decode_y` and
   :meth:`GemmProgram.decode_raw` turn the replies back into ``Y``.
 
 Everything is numpy and vectorised over the weights: a 512x512 ``W`` compiles in a few tens of
@@ -186,48 +187,71 @@ class GemmProgram:
 
     def load_streams(self, X=None):
         """``{row: [wavelets]}``: for each column ``c`` in turn whose core holds features,
-        ``ADDR 0`` and a ``LOAD`` per word of its :meth:`x_blocks` block (row-major: slot, then
-        local token), on ``cmd(c)``."""
+        ``SELECT c``, ``ADDR 0`` and a ``LOAD`` per word of its :meth:`x_blocks` block
+        (row-major: slot, then local token), on ``cmd``."""
         cfg = self.config
+        cmd = cfg.plan.cmd
         streams = {r: [] for r in range(cfg.rows)}
         for (r, c), block in self.x_blocks(X).items():
             if block.size:
-                cmd = cfg.plan.cmd(c)
+                streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
                 streams[r].append(int(pack(isa.addr_data(0), cmd, 1)))
                 streams[r].extend(pack(isa.load_data(block.ravel()), cmd, 0).tolist())
         return streams
 
     # Results ------------------------------------------------------------------------------------
 
+    def _read_groups(self):
+        """The plan's READ groups (rows with distinct reply colors), each cut to its rows that
+        own results; groups left empty are dropped."""
+        slots = self.out_placement.slots_per_row()
+        groups = [[r for r in rows if slots[r]] for rows in self.config.plan.read_groups()]
+        return [rows for rows in groups if rows]
+
     def read_streams(self):
-        """``{row: [wavelets]}``: for each core of the row in column order, a ``READ`` of its
-        used ``Y`` slots (``slots * n_tok`` words from ``0x8000``) on ``cmd(c)``; split into
-        READs of at most :data:`MAX_READ` words when longer. Replies come back on ``out(r)``
-        through outlet ``c``."""
+        """``[{row: [wavelets]}]``, one exchange per group of rows with distinct reply colors
+        (``ColorPlan.read_groups``; one exchange when every row has a color of its own): for
+        each core of a row in column order, ``SELECT c`` and a ``READ`` of its used ``Y`` slots
+        (``slots * n_tok`` words from ``0x8000``) on ``cmd``, split into READs of at most
+        :data:`MAX_READ` words when longer. Replies come back on ``out(r)`` through outlet
+        ``c``."""
         if self.raw:
             raise ValueError("a raw program's results stream out on CR_OUT: there is no Y to "
                              "read (use decode_raw on the compute exchange's outlets)")
         cfg = self.config
-        streams = {r: [] for r in range(cfg.rows)}
-        for r, slots in enumerate(self.out_placement.slots_per_row().tolist()):
-            words = slots * cfg.n_tok
-            for c in range(cfg.cols):
-                cmd = cfg.plan.cmd(c)
-                for start in range(0, words, MAX_READ):
-                    length = min(MAX_READ, words - start)
-                    streams[r].append(int(pack(isa.read_data(Y_BASE + start, length), cmd, 1)))
-        return streams
+        cmd = cfg.plan.cmd
+        slots = self.out_placement.slots_per_row()
+        exchanges = []
+        for rows in self._read_groups():
+            streams = {}
+            for r in rows:
+                words = int(slots[r]) * cfg.n_tok
+                streams[r] = []
+                for c in range(cfg.cols):
+                    streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
+                    for start in range(0, words, MAX_READ):
+                        length = min(MAX_READ, words - start)
+                        streams[r].append(int(pack(isa.read_data(Y_BASE + start, length), cmd,
+                                                   1)))
+            exchanges.append(streams)
+        return exchanges
 
     def read_blocks(self, outlets):
-        """The replies to :meth:`read_streams` (``{col: [wavelets]}`` as they left the
-        outlets, any interleaving across colors) as ``{(r, c): (slots, n_tok) int64}`` blocks
-        for :meth:`decode_y`."""
+        """The replies to :meth:`read_streams` (a list with, for each of its exchanges,
+        ``{col: [wavelets]}`` as they left the outlets, any interleaving across colors) as
+        ``{(r, c): (slots, n_tok) int64}`` blocks for :meth:`decode_y`."""
         cfg = self.config
+        groups = self._read_groups()
+        if not isinstance(outlets, (list, tuple)) or len(outlets) != len(groups):
+            raise ValueError(f"outlets must be a list of {len(groups)} dict(s) col -> wavelets, "
+                             f"one for each exchange of read_streams, not {type(outlets)}")
         slots = self.out_placement.slots_per_row()
-        per_row = {r: (int(s), int(s) * cfg.n_tok) for r, s in enumerate(slots)}
-        replies = self._replies(outlets, {r: n for r, (_, n) in per_row.items()}, "READ")
-        return {(r, c): words.reshape(per_row[r][0], cfg.n_tok)
-                for (r, c), words in replies.items()}
+        blocks = {}
+        for rows, got in zip(groups, outlets):
+            replies = self._replies(got, {r: int(slots[r]) * cfg.n_tok for r in rows}, "READ")
+            blocks.update({(r, c): words.reshape(int(slots[r]), cfg.n_tok)
+                           for (r, c), words in replies.items()})
+        return blocks
 
     def decode_y(self, blocks):
         """``Y`` (``[n_out, tokens]`` int64) from ``{(r, c): (slots, n_tok)}`` blocks of the
@@ -260,8 +284,8 @@ class GemmProgram:
                              "read_blocks and decode_y)")
         cfg, p = self.config, self.out_placement
         owned = np.bincount(p.row_of, minlength=cfg.rows)
-        replies = self._replies(outlets, {r: int(n) * cfg.n_tok for r, n in enumerate(owned)},
-                                "raw result")
+        replies = self._replies(outlets, {r: int(n) * cfg.n_tok for r, n in enumerate(owned)
+                                          if n}, "raw result")
         full = np.zeros((cfg.rows, max(int(owned.max()), 1), cfg.cols, cfg.n_tok),
                         dtype=np.int64)
         for (r, c), words in replies.items():
@@ -280,8 +304,9 @@ class GemmProgram:
         return full[self.out_placement.row_of[:, None], slot[:, None], t % cols, t // cols]
 
     def _replies(self, outlets, expected, what):
-        """``{(r, c): int64 words}`` of row ``r``'s reply color at outlet ``c``, checking that
-        each carries ``expected[r]`` words and nothing else arrives."""
+        """``{(r, c): int64 words}`` of row ``r``'s reply color at outlet ``c`` for the rows of
+        ``expected`` (which reply in one exchange: distinct colors), checking that each carries
+        ``expected[r]`` words and nothing else arrives."""
         cfg = self.config
         if not isinstance(outlets, dict):
             raise ValueError(f"outlets must be a dict col -> wavelets, not {type(outlets)}")
@@ -289,17 +314,18 @@ class GemmProgram:
         if extra:
             raise ValueError(f"outlets has no column {min(extra)!r} (the mesh has "
                              f"{cfg.cols})")
+        row_of = {cfg.plan.out(r): r for r in expected}
         replies = {}
         for c in range(cfg.cols):
             words = np.array([operator.index(w) for w in outlets.get(c, ())], dtype=np.uint64)
             data, color, _ = unpack(words)
-            row = color - cfg.plan.out(0)
-            foreign = (row < 0) | (row >= cfg.rows)
+            foreign = ~np.isin(color, list(row_of))
             if foreign.any():
                 raise ValueError(f"outlet {c} carried a wavelet of color "
-                                 f"{int(color[foreign][0])}, which is no row's reply color")
-            for r in range(cfg.rows):
-                mine = data[row == r]
+                                 f"{int(color[foreign][0])}, which is no reply color of rows "
+                                 f"{sorted(expected)}")
+            for r in expected:
+                mine = data[color == cfg.plan.out(r)]
                 if mine.size != expected[r]:
                     raise ValueError(f"outlet {c} carried {mine.size} {what} word(s) of row {r} "
                                      f"(color {cfg.plan.out(r)}), expected {expected[r]}")

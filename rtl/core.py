@@ -63,15 +63,17 @@ class Core(wiring.Component):
     idle : Out(1)
         Nothing queued, running or waiting to be sent: every command taken so far has had its
         full effect.
-    accept : Out(3)
-        What ``i`` would take this cycle, by class: bit 0 a command (any color but the psum
-        colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s`` (for the router's ramp).
+    accept : Out(4)
+        What ``i`` would take this cycle, by class: bit 0 a command (any color but ``cmd`` and
+        the psum colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s``, bit 3 ``cmd`` (for the
+        router's ramp; :class:`~rtl.core_input.InputSorter`).
     psum_n_in, psum_s_in : In(stream.Signature(32))
         Psums straight from the north and south neighbours (the tile's bypass), beside ``i``:
         a psum a cycle from each side and a command from the ramp, all at once.
-    strap : In(core_strap_layout(rows))
-        Only with ``straps=True``: the colors and the row, as inputs (``params.colors`` and
-        ``params.row`` are then ignored); see :func:`~rtl.isa.core_strap_value`.
+    strap : In(core_strap_layout(rows, cols))
+        Only with ``straps=True``: the colors, the row and the column, as inputs
+        (``params.colors``, ``params.row`` and ``params.col`` are then ignored); see
+        :func:`~rtl.isa.core_strap_value`.
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False):
@@ -91,12 +93,12 @@ class Core(wiring.Component):
             "error":    Out(1),
             "overflow": Out(1),
             "idle":     Out(1),
-            "accept":   Out(3),
+            "accept":   Out(4),
             "psum_n_in": In(stream.Signature(32)),
             "psum_s_in": In(stream.Signature(32)),
         }
         if self.straps:
-            members["strap"] = In(core_strap_layout(params.rows))
+            members["strap"] = In(core_strap_layout(params.rows, params.cols))
         super().__init__(members)
 
     def elaborate(self, platform):

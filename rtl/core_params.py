@@ -57,6 +57,8 @@ class CoreParams:
     row: int = 0
     rows: int = 1
     colors: CoreColors = CoreColors()
+    col: int = 0
+    cols: int = 1
 
     def __post_init__(self):
         def put(name, value):
@@ -82,6 +84,9 @@ class CoreParams:
         rows = count("rows", self.rows)
         put("rows", rows)
         put("row", integer("row", self.row, 0, rows - 1))
+        cols = count("cols", self.cols)
+        put("cols", cols)
+        put("col", integer("col", self.col, 0, cols - 1))
         if not isinstance(self.colors, CoreColors):
             raise ValueError(f"colors must be a CoreColors, not {self.colors!r}")
         if self.n_feat * n_tok > Y_BASE:

@@ -19,6 +19,7 @@ and of a control wavelet's ``arg``, by opcode::
     AddrArg          addr[15:0]                                    ADDR
     ReadArg          addr[15:0]  len[27:16]                        READ
     CrArg            o[27:0]                                       CR, CR_OUT
+    SelectArg        col[27:0]                                     SELECT
 
 Inside a tile: :func:`cr_job_layout` (a carriage return queued for the partial-sum engine, its
 ``o`` split into result slot and owner row; :class:`CrEntry`, with ``o`` whole, was that queue's
@@ -58,9 +59,9 @@ __all__ = [
     # payloads and arguments
     "ARG_BITS", "MAX_ARG", "MAX_READ",
     "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
-    "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
-    "control_data", "weight_data", "load_data", "word_data", "addr_data", "read_data",
-    "cr_data",
+    "SelectArg", "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
+    "SELECT_ARG", "control_data", "weight_data", "load_data", "word_data", "addr_data",
+    "read_data", "cr_data", "select_data",
     # straps
     "RouteStrap", "ROUTE_STRAP", "route_straps_layout", "route_straps_value",
     "core_strap_layout", "core_strap_codec", "core_strap_value",
@@ -109,6 +110,12 @@ class CrArg(data.Struct):
     o: unsigned(ARG_BITS)
 
 
+class SelectArg(data.Struct):
+    """``arg`` of SELECT: the column whose core takes the ``cmd`` wavelets that follow (a core
+    of another column discards them; a column no core has selects none)."""
+    col: unsigned(ARG_BITS)
+
+
 class CrEntry(data.Struct):
     """A carriage return queued in the core for its partial-sum engine (``raw``: a CR_OUT)."""
     o:   unsigned(ARG_BITS)
@@ -129,6 +136,7 @@ ADDR_ARG = Codec(AddrArg)
 READ_ARG = Codec(ReadArg)
 CR_ARG = Codec(CrArg)
 CR_ENTRY = Codec(CrEntry)
+SELECT_ARG = Codec(SelectArg)
 ROUTE_STRAP = Codec(RouteStrap)
 
 #: Words one READ fetches at most (its ``len`` field).
@@ -172,6 +180,11 @@ def cr_data(o, raw=False):
     return control_data(ControlOp.CR_OUT if raw else ControlOp.CR, CR_ARG.pack(o=o))
 
 
+def select_data(col):
+    """SELECT: the core of column ``col`` takes the ``cmd`` wavelets that follow."""
+    return control_data(ControlOp.SELECT, SELECT_ARG.pack(col=col))
+
+
 # Straps ------------------------------------------------------------------------------------------
 
 def route_straps_layout(n_colors):
@@ -192,26 +205,28 @@ def route_straps_value(n_colors, routes):
 
 
 @cache
-def core_strap_layout(rows):
-    """The straps of a core built with ``straps=True``: its seven colors and its row, inputs
-    instead of elaboration constants, so every core of a mesh is the same module."""
+def core_strap_layout(rows, cols=1):
+    """The straps of a core built with ``straps=True``: its seven colors, its row and its
+    column, inputs instead of elaboration constants, so every core of a mesh is the same
+    module."""
     fields = {f.name: unsigned(5) for f in dataclasses.fields(CoreColors)}
     fields["row"] = unsigned(max(1, (rows - 1).bit_length()))
+    fields["col"] = unsigned(max(1, (cols - 1).bit_length()))
     return data.StructLayout(fields)
 
 
 @cache
-def core_strap_codec(rows):
-    """The :class:`Codec` of :func:`core_strap_layout` ``(rows)``."""
-    return Codec(core_strap_layout(rows), name="CoreStrap")
+def core_strap_codec(rows, cols=1):
+    """The :class:`Codec` of :func:`core_strap_layout` ``(rows, cols)``."""
+    return Codec(core_strap_layout(rows, cols), name="CoreStrap")
 
 
 def core_strap_value(params):
     """The constant a mesh ties a strapped core's straps to, from ``params``."""
     if not isinstance(params, CoreParams):
         raise TypeError(f"params must be a CoreParams, not {params!r}")
-    return int(core_strap_codec(params.rows).pack(**dataclasses.asdict(params.colors),
-                                                  row=params.row))
+    return int(core_strap_codec(params.rows, params.cols).pack(
+        **dataclasses.asdict(params.colors), row=params.row, col=params.col))
 
 
 # Inside the core ---------------------------------------------------------------------------------

@@ -79,8 +79,8 @@ class PsumEngine(wiring.Component):
         Write a requantised result into ``Y``, the cycle after its add.
     overflow : Out(1)
         A sum saturated this cycle, or the requantisation written into ``Y`` now did.
-    strap : In(core_strap_layout(rows))
-        Only with ``straps=True``: the core's colors and row (see :class:`~rtl.core.Core`).
+    strap : In(core_strap_layout(rows, cols))
+        Only with ``straps=True``: the core's colors, row and column (see :class:`~rtl.core.Core`).
     """
 
     def __init__(self, params, *, straps=False):
@@ -89,7 +89,7 @@ class PsumEngine(wiring.Component):
         self.params = params
         self.straps = bool(straps)
         fmt = params.fmt
-        straps = {"strap": In(core_strap_layout(params.rows))} if self.straps else {}
+        straps = {"strap": In(core_strap_layout(params.rows, params.cols))} if self.straps else {}
         super().__init__({
             **straps,
             "job":       In(stream.Signature(cr_job_layout(params.rows, params.n_out))),

@@ -64,7 +64,7 @@ class Tile(wiring.Component):
     acc_buffers, psum_depth : int
         The core's accumulator buffers and psum FIFO depth (:class:`~rtl.core.Core`).
     straps : bool
-        Routes, colors and row from input ports (below).
+        Routes, colors, row and column from input ports (below).
     **router_kwargs
         Passed to :class:`~rtl.router.Router` (``n_colors``, ``depth``, ``cfg_color``,
         ``cfg_route``, ``counter_width``); ``n_queues``, ``queue_map`` and ``ramp_rotates``
@@ -83,10 +83,10 @@ class Tile(wiring.Component):
         Nothing in flight in the router or the core.
     strap_routes, strap_cfg_route, strap_core : In
         Only with ``straps=True``: the router's initial routes and configuration route
-        (:class:`~rtl.router.Router` ``route_init``) and the core's colors and row
+        (:class:`~rtl.router.Router` ``route_init``) and the core's colors, row and column
         (:class:`~rtl.core.Core` ``strap``), as inputs instead of ``routes`` and ``core``'s
-        colors and row, so that every tile of a mesh is one module. :func:`strap_values` gives
-        the constants.
+        colors, row and column, so that every tile of a mesh is one module.
+        :func:`strap_values` gives the constants.
     """
 
     def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, straps=False,
@@ -119,7 +119,7 @@ class Tile(wiring.Component):
         if self.straps:
             members.update({"strap_routes": In(route_straps_layout(self.router.n_colors)),
                              "strap_cfg_route": In(RouteStrap),
-                             "strap_core": In(core_strap_layout(core.rows))})
+                             "strap_core": In(core_strap_layout(core.rows, core.cols))})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -153,7 +153,8 @@ class Tile(wiring.Component):
         ]
         m.d.comb += router.ramp_accept.eq(Cat(
             Mux(color == colors.psum_from_n, core.accept[1],
-                Mux(color == colors.psum_from_s, core.accept[2], core.accept[0]))
+                Mux(color == colors.psum_from_s, core.accept[2],
+                    Mux(color == colors.cmd, core.accept[3], core.accept[0])))
             for color in range(MAX_COLORS)))
         if self.straps:
             s = self.strap_core

@@ -143,7 +143,7 @@ class System(ABC):
         streams = {}
         for (r, c), block in zip(tiles, blocks):
             core = self.config.core(r, c)
-            streams.setdefault(r, []).extend([pe_model.addr(core, address),
+            streams.setdefault(r, []).extend([pe_model.select(core), pe_model.addr(core, address),
                                               *pe_model.load(core, block)])
         return self.exchange(streams).cycles
 
@@ -153,15 +153,21 @@ class System(ABC):
         words sign-extended, counters as they are)."""
         tiles = self._rect(px, py, w, h)
         address = self._address(src)
-        streams = {}
-        for r, c in tiles:
-            core = self.config.core(r, c)
-            for start in range(0, elem_per_pe, MAX_READ):
-                streams.setdefault(r, []).append(pe_model.read(
-                    core, address + start, min(MAX_READ, elem_per_pe - start)))
-        result = self.exchange(streams)
-        self._last_read_cycles = result.cycles
-        words = self.replies(result.outlets)
+        words, cycles = {}, []
+        for group in self.plan.read_groups():     # rows sharing a reply color: apart
+            streams = {}
+            for r, c in tiles:
+                if r in group:
+                    core = self.config.core(r, c)
+                    streams.setdefault(r, []).append(pe_model.select(core))
+                    for start in range(0, elem_per_pe, MAX_READ):
+                        streams[r].append(pe_model.read(core, address + start,
+                                                        min(MAX_READ, elem_per_pe - start)))
+            if streams:
+                result = self.exchange(streams)
+                cycles.append(result.cycles)
+                words.update(self.replies(result.outlets, streams))
+        self._last_read_cycles = None if None in cycles else sum(cycles)
         out = np.zeros((h, w, elem_per_pe), dtype=np.int64)
         for i, j in np.ndindex(h, w):
             got = words.get((py + i, px + j), [])
@@ -173,9 +179,12 @@ class System(ABC):
             return out
         return WORD.unpack(out.astype(np.uint64))["value"]
 
-    def replies(self, outlets):
-        """Outlet words -> ``{(row, col): [32-bit data words]}``, by reply color."""
-        row_of = {self.plan.out(r): r for r in range(self.config.rows)}
+    def replies(self, outlets, rows=None):
+        """Outlet words -> ``{(row, col): [32-bit data words]}``, by reply color, for ``rows``
+        (every row by default), which must have distinct reply colors (rows that share one
+        never reply in the same exchange: ``ColorPlan.read_groups``)."""
+        rows = range(self.config.rows) if rows is None else rows
+        row_of = {self.plan.out(r): r for r in rows}
         replies = {}
         for c, words in outlets.items():
             if not len(words):
@@ -230,8 +239,10 @@ class System(ABC):
         if raw:
             y, read_cycles = program.decode_raw(compute.outlets), 0
         else:
-            read = self.exchange(program.read_streams())
-            y, read_cycles = program.decode_y(program.read_blocks(read.outlets)), read.cycles
+            reads = [self.exchange(streams) for streams in program.read_streams()]
+            y = program.decode_y(program.read_blocks([read.outlets for read in reads]))
+            read_cycles = None if any(read.cycles is None for read in reads) else sum(
+                read.cycles for read in reads)
         return GemmResult(y=y, cycles=compute.cycles, load_cycles=load.cycles,
                           read_cycles=read_cycles, counters=figures, error=error,
                           overflow=overflow, program=program)

@@ -10,7 +10,7 @@ import numpy as np
 from wse.fabric import pe_model
 from wse.rtl import isa
 from wse.rtl.core_params import Y_BASE, CoreParams
-from wse.rtl.wavelet import pack
+from wse.rtl.wavelet import Direction, pack
 
 from .router_tests import pacing
 from .tile_tb import TileTB, load_params
@@ -126,3 +126,49 @@ async def partial_sums(dut):
     cocotb.log.info("partial sums at row %d of %d: bit-exact, %d psums in, %s out; cycle %d",
                     core.row, core.rows, n_from_n + n_from_s,
                     {k: len(v) for k, v in sent.items() if v}, tb.cycle)
+
+
+@cocotb.test()
+async def select(dut):
+    """SELECT (``docs/pe.md``, "Selection"): a core of column ``col`` > 0 keeps only the ``cmd``
+    wavelets after a SELECT of its column (column 0 is selected after reset); weights it keeps
+    whatever is selected. The commands it discards are taken one a cycle, while a long READ of
+    its own still runs: they never hold up the row."""
+    tb, rng = await start(dut, "full")
+    core = tb.core
+    assert core.col > 0, "select needs a tile of a column other than 0"
+    n_x = core.n_feat * core.n_tok
+    x = sparse(rng, (core.n_feat, core.n_tok), 0.3)
+    junk = [int(v) for v in rng.integers(-999, 999, n_x)]
+    others = [c for c in range(core.cols) if c != core.col]
+    await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, junk),      # column 0's
+                    pe_model.select(core, others[-1]), pe_model.addr(core, 0),
+                    *pe_model.load(core, junk),
+                    pe_model.select(core), pe_model.addr(core, 0), *pe_model.load(core, x),
+                    pe_model.select(core, 1 << 20), *pe_model.load(core, junk),   # no column
+                    pe_model.select(core), pe_model.read(core, 0, n_x)])
+    assert (tb.model.x == x).all()
+    # weights go to every core of the row, selected or not; READs only to the selected one
+    w = sparse(rng, (2, core.n_feat), 0.5)
+    cmds = [pe_model.select(core, others[0])]
+    for o, row in enumerate(w):
+        cmds += [pe_model.weight(core, int(v), f) for f, v in enumerate(row) if v]
+        cmds.append(pe_model.cr(core, o * core.rows + core.row))
+    cmds += [pe_model.read(core, Y_BASE, 2 * core.n_tok), pe_model.select(core),
+             pe_model.read(core, Y_BASE, 2 * core.n_tok)]
+    await tb.phase(cmds)
+    # a long READ of its own, then three LOADs (room in the command FIFO), then another
+    # column's commands: discarded as they come, long before the READ is over
+    start_at = len(tb.accepted[Direction.W])
+    discarded = 40
+    await tb.phase([pe_model.read(core, 0, 100), pe_model.addr(core, 0),
+                    *pe_model.load(core, x.ravel()[:2]), pe_model.select(core, others[0]),
+                    *pe_model.load(core, junk[:discarded])])
+    cycles = tb.accepted[Direction.W][start_at:]
+    assert cycles[-1] - cycles[-discarded] == discarded - 1, "discarded words were held up"
+    assert cycles[-1] - cycles[0] < 100, "another column's commands waited for the READ"
+    await tb.phase([pe_model.select(core)])
+    counters = await tb.check_counters()
+    cocotb.log.info("select: column %d of %d kept its own commands only, %d wavelets kept, "
+                    "%d discarded one a cycle during a READ; cycle %d", core.col, core.cols,
+                    counters["wavelets_in"], discarded, tb.cycle)

@@ -60,6 +60,33 @@ def test_gemm_round_trip(operands, tmp_path, raw):
     np.testing.assert_array_equal(Y, reference(W, X, (2, 3), raw=raw))
 
 
+def big_mesh_gemm(tmp_path, mesh, backend, figure):
+    """``wse gemm --raw`` of a 70 % sparse GEMM sized to ``mesh`` (two features a row, four
+    tokens a column): the int32 totals must be numpy's ``W @ X`` exactly."""
+    rows, cols = mesh
+    W0, X = random_operands(2 * rows, 2 * rows, 4 * cols, act_sparsity=0.2, seed=rows)
+    W = prune(W0, 0.7)
+    np.save(tmp_path / "W.npy", W)
+    np.save(tmp_path / "X.npy", X)
+    result = invoke("gemm", tmp_path / "W.npy", tmp_path / "X.npy", "-o", tmp_path / "Y.npy",
+                    "--mesh", f"{rows}x{cols}", "--backend", backend, "--raw")
+    assert result.exit_code == 0, result.output
+    np.testing.assert_array_equal(np.load(tmp_path / "Y.npy"), W @ X)
+    figure(f"wse gemm --mesh {rows}x{cols} --backend {backend} --raw: {W.shape[0]}x"
+           f"{W.shape[1]}x{X.shape[1]}, {np.count_nonzero(W)} nonzeros, equal to numpy's W @ X")
+
+
+@pytest.mark.parametrize("mesh", [(16, 16), (32, 32)], ids=["16x16", "32x32"])
+def test_gemm_on_big_meshes_equals_numpy(tmp_path, mesh, figure):
+    big_mesh_gemm(tmp_path, mesh, "golden", figure)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("verilator")
+def test_gemm_on_a_16x16_compiled_mesh_equals_numpy(tmp_path, figure):
+    big_mesh_gemm(tmp_path, (16, 16), "verilator", figure)
+
+
 def test_gemm_grows_the_cores_to_fit(tmp_path):
     """40 tokens on 2 columns need n_tok 32 (default 8); 100 inputs on 1 row need n_feat 100."""
     W0, X = random_operands(6, 100, 40, seed=4)

@@ -14,7 +14,7 @@ from wse.rtl.core_lane import AxpyLane
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
 from wse.rtl.core_read import SNAPSHOT, ReadEngine
 from wse.rtl.core_rows import RowSplit
-from wse.rtl.isa import WAVELET, ReadArg
+from wse.rtl.isa import WAVELET, ReadArg, select_data
 from wse.rtl.peek_fifo import PeekFIFO
 from wse.rtl.psum import PsumEngine
 
@@ -81,19 +81,29 @@ def test_peek_fifo_shows_two_entries_and_takes_one_or_two(depth):
     simulate(dut, bench)
 
 
-def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority():
-    params = CoreParams()
+@pytest.mark.parametrize("col, cols", [(0, 1), (2, 4)])
+def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority(col, cols):
+    """Every class in order into its FIFO, the bypass first; SELECT words (args around this
+    core's column, and one far beyond the strap's bits) choose whether ``cmd`` words are kept;
+    discarded ones are always taken and never counted."""
+    params = CoreParams(col=col, cols=cols)
     c = params.colors
     dut = InputSorter(params, cmd_depth=3, psum_depth=2)
-    rng = np.random.default_rng(1)
-    colors = [c.cmd, c.weight, c.psum_from_n, c.psum_from_s, 30]
+    rng = np.random.default_rng(1 + col)
+    colors = [c.cmd, c.cmd, c.weight, c.psum_from_n, c.psum_from_s, 30]
     want = {"cmd": [], "n": [], "s": []}
     got = {"cmd": [], "n": [], "s": []}
+    selected = [0]          # the column last selected (column 0 after reset)
+    discarded = [0]
 
     async def bench(ctx):
-        for cycle in range(600):
+        for cycle in range(800):
             color = int(rng.choice(colors))
             word = int(WAVELET.pack(data=cycle, color=color, ctrl=0))
+            select = color == c.cmd and rng.random() < 0.15
+            if select:
+                arg = int(rng.choice([col, col, col + 1, max(col - 1, 0), 1 << 20]))
+                word = int(WAVELET.pack(data=select_data(arg), color=color, ctrl=1))
             offers = [bool(v) for v in rng.random(3) < [0.8, 0.4, 0.4]]
             ctx.set(dut.i.valid, offers[0])
             ctx.set(dut.i.payload.as_value(), word)
@@ -106,21 +116,29 @@ def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority():
             ctx.set(dut.psum_n.ready, drain[1])
             ctx.set(dut.psum_s.ready, drain[2])
             accept = ctx.get(dut.accept)
-            cls = {c.psum_from_n: 1, c.psum_from_s: 2}.get(color, 0)
+            cls = {c.psum_from_n: 1, c.psum_from_s: 2, c.cmd: 3}.get(color, 0)
             assert ctx.get(dut.i.ready) == (accept >> cls & 1)
+            mine = selected[0] == col
+            if color == c.cmd and not mine:
+                assert ctx.get(dut.i.ready), "a command for another column held up the row"
+            keep = color != c.cmd or (mine and not select)
             took = [offers[0] and ctx.get(dut.i.ready), offers[1] and ctx.get(dut.psum_n_in.ready),
                     offers[2] and ctx.get(dut.psum_s_in.ready)]
-            if took[0] and cls:           # a ramp psum only when its bypass offers none
+            if took[0] and cls in (1, 2):     # a ramp psum only when its bypass offers none
                 assert not offers[cls]
-            assert ctx.get(dut.taken) == sum(map(bool, took))
+            assert ctx.get(dut.taken) == sum(map(bool, took)) - bool(took[0] and not keep)
             if drain[0] and ctx.get(dut.cmd.valid):
                 got["cmd"].append(ctx.get(dut.cmd.head.as_value()))
             for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
                 if ctx.get(port.ready) and ctx.get(port.valid):
                     got[key].append(ctx.get(port.payload))
             await ctx.tick()
-            if took[0]:
-                want[["cmd", "n", "s"][cls]].append(word if cls == 0 else cycle)
+            if took[0] and select:
+                selected[0] = arg
+            elif took[0] and not keep:
+                discarded[0] += 1
+            elif took[0]:
+                want[["cmd", "n", "s", "cmd"][cls]].append(cycle if cls in (1, 2) else word)
             if took[1]:
                 want["n"].append(100000 + cycle)
             if took[2]:
@@ -129,6 +147,7 @@ def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority():
     simulate(dut, bench)
     for key in got:
         assert got[key] == want[key][:len(got[key])] and len(got[key]) > 20, key
+    assert discarded[0] > (20 if cols > 1 else -1)
 
 
 @pytest.mark.parametrize("tpb", [1, 4, 8])

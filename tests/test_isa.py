@@ -22,9 +22,11 @@ FIXED = [
     (isa.ConfigPayload, isa.CONFIG), (isa.WeightPayload, isa.WEIGHT), (isa.LoadPayload, isa.LOAD),
     (isa.WordPayload, isa.WORD), (isa.AddrArg, isa.ADDR_ARG), (isa.ReadArg, isa.READ_ARG),
     (isa.CrArg, isa.CR_ARG), (isa.CrEntry, isa.CR_ENTRY), (isa.RouteStrap, isa.ROUTE_STRAP),
+    (isa.SelectArg, isa.SELECT_ARG),
 ]
 #: ... and the ones that depend on a parameter.
-ALL = FIXED + [(isa.core_strap_layout(rows), isa.core_strap_codec(rows)) for rows in (1, 3, 64)]
+ALL = FIXED + [(isa.core_strap_layout(rows, cols), isa.core_strap_codec(rows, cols))
+              for rows, cols in ((1, 1), (3, 5), (64, 32))]
 IDS = [codec.name + (f"[{codec.width}]" if codec.name == "CoreStrap" else "") for _, codec in ALL]
 
 
@@ -88,6 +90,7 @@ def test_fields_own_their_bits_and_nothing_else(layout, codec):
     (isa.ROUTE_STRAP, {"tx": 32}, "RouteStrap.tx must fit in 5 bits, not 32"),
     (isa.core_strap_codec(3), {"row": 4}, "CoreStrap.row must fit in 2 bits, not 4"),
     (isa.core_strap_codec(3), {"out": 32}, "CoreStrap.out must fit in 5 bits, not 32"),
+    (isa.core_strap_codec(3, 5), {"col": 8}, "CoreStrap.col must fit in 3 bits, not 8"),
 ])
 def test_out_of_range_values_name_the_field(codec, fields, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
@@ -104,12 +107,12 @@ def test_builders_raise_naming_the_field():
 def test_sizes():
     for codec in (isa.WEIGHT, isa.LOAD, isa.WORD, isa.CONTROL, isa.CONFIG):
         assert codec.width == 32, codec.name
-    for codec in (isa.ADDR_ARG, isa.READ_ARG, isa.CR_ARG):
+    for codec in (isa.ADDR_ARG, isa.READ_ARG, isa.CR_ARG, isa.SELECT_ARG):
         assert codec.width == isa.ARG_BITS == 28, codec.name
     assert isa.CR_ENTRY.width == 29 and isa.ROUTE_STRAP.width == 10
     assert data.Layout.cast(isa.route_straps_layout(24)).size == 240
     assert isa.MAX_READ == 4095 and isa.MAX_ARG == (1 << 28) - 1
-    assert isa.core_strap_codec(1).width == 36 and isa.core_strap_codec(64).width == 41
+    assert isa.core_strap_codec(1).width == 37 and isa.core_strap_codec(64, 32).width == 46
 
 
 def test_codec_refuses_layouts_wider_than_a_word():
@@ -128,13 +131,14 @@ def test_wire_format():
     assert int(isa.cr_data(7)) == 4 << 28 | 7
     assert int(isa.cr_data(7, raw=True)) == 7 << 28 | 7
     assert int(isa.control_data(isa.ControlOp.TEARDOWN)) == 3 << 28
+    assert int(isa.select_data(5)) == 8 << 28 | 5
     assert isa.route_straps_value(3, {1: (3, 4), 2: ("N", "ES")}) == \
         (3 | 4 << 5) << 10 | (1 | 0b110 << 5) << 20
     colors = CoreColors()
-    params = CoreParams(rows=4, row=2, n_out=4)
+    params = CoreParams(rows=4, row=2, n_out=4, cols=3, col=1)
     want = sum(getattr(colors, name) << 5 * k for k, name in enumerate(
         ("cmd", "weight", "psum_from_n", "psum_from_s", "psum_to_s", "psum_to_n", "out")))
-    assert isa.core_strap_value(params) == want | 2 << 35
+    assert isa.core_strap_value(params) == want | 2 << 35 | 1 << 37
 
 
 def test_route_straps_read_back_through_the_array_view():
@@ -159,19 +163,20 @@ def test_route_straps_read_back_through_the_array_view():
 
 
 def test_core_strap_reads_back_through_the_view():
-    params = CoreParams(rows=5, row=3, n_out=5, colors=CoreColors(1, 2, 3, 4, 5, 6, 7))
-    strap = data.Const(isa.core_strap_layout(5), isa.core_strap_value(params))
-    assert {name: strap[name] for name in isa.core_strap_codec(5).fields} == \
+    params = CoreParams(rows=5, row=3, n_out=5, colors=CoreColors(1, 2, 3, 4, 5, 6, 7),
+                        cols=6, col=4)
+    strap = data.Const(isa.core_strap_layout(5, 6), isa.core_strap_value(params))
+    assert {name: strap[name] for name in isa.core_strap_codec(5, 6).fields} == \
         {"cmd": 1, "weight": 2, "psum_from_n": 3, "psum_from_s": 4, "psum_to_s": 5,
-         "psum_to_n": 6, "out": 7, "row": 3}
+         "psum_to_n": 6, "out": 7, "row": 3, "col": 4}
 
 
 def test_the_hardware_takes_its_straps_as_these_layouts():
-    params = CoreParams(rows=3, row=1, n_out=3)
+    params = CoreParams(rows=3, row=1, n_out=3, cols=2)
     core = Core(params, straps=True)
     router = Router(n_colors=20, cfg_color=31, straps=True)
     tile = Tile(params, straps=True, n_colors=20, cfg_color=31)
-    assert core.signature.members["strap"].shape == isa.core_strap_layout(3)
+    assert core.signature.members["strap"].shape == isa.core_strap_layout(3, 2)
     assert router.signature.members["route_init"].shape == isa.route_straps_layout(20)
     assert router.signature.members["cfg_route_init"].shape == isa.RouteStrap
     assert tile.signature.members["strap_routes"].shape == isa.route_straps_layout(20)

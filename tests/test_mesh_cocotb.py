@@ -95,6 +95,27 @@ def test_random_gemms_on_a_non_square_mesh(sim, figure):
 
 
 @pytest.mark.parametrize("sim", SIMS)
+def test_rows_sharing_reply_colors(sim, figure):
+    """3x2 mesh with two reply colors, as a mesh of more than 18 rows has them: rows 0 and 2
+    share one, so their replies merge on the way south, READs go in two exchanges and raw
+    results are owned by rows 0 and 1 only; every result and counter as the golden model's."""
+    config = MeshConfig(3, 2, n_feat=8, n_tok=4, n_out=8, reply_colors=2)
+    rtl, golden = sessions(config, sim)
+    rng = np.random.default_rng(4)
+    with rtl, golden:
+        assert config.plan.out(0) == config.plan.out(2) and config.plan.read_groups() == [
+            [0, 1], [2]]
+        W, X = random_gemm(rng, 20, 22, 8, 0.6, 0.2)
+        check_gemm(rtl, golden, W, X, figure)
+        got = check_gemm(rtl, golden, W, X, figure, raw=True)
+        assert set(got.program.out_placement.row_of.tolist()) == {0, 1}
+        x = rng.integers(-32768, 32768, (3, 2, 8))
+        for system in (rtl, golden):
+            system.memcpy_h2d("X", x, 0, 0, 2, 3)
+            np.testing.assert_array_equal(system.memcpy_d2h("X", 0, 0, 2, 3, 8), x)
+
+
+@pytest.mark.parametrize("sim", SIMS)
 def test_one_tile_mesh(sim, figure):
     config = MeshConfig(1, 1, n_feat=8, n_tok=8, n_out=8, lanes=2)
     rtl, golden = sessions(config, sim)

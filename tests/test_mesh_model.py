@@ -9,7 +9,7 @@ from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh_model import MeshModel, gemm_reference
-from wse.fabric.pe_model import COUNTER_BASE, cr, read, weight
+from wse.fabric.pe_model import COUNTER_BASE, cr, read, select, weight
 from wse.fabric.placement import Placement
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import CONTROL, ControlOp, pack
@@ -174,6 +174,60 @@ def test_chained_layers_with_the_next_layers_placement():
     assert (model.run_program(p2) == gemm_reference(config, p2, H)[0]).all()
 
 
+@pytest.mark.parametrize("rows, cols", [(16, 16), (32, 32)])     # 32x32: about 6 s
+def test_large_meshes_compute_bit_exact_gemms(rows, cols):
+    """A mesh larger than the reply colors (18): rows share them, READs go in groups, raw
+    results are owned by the middle rows; both bit-exact against numpy."""
+    config, W, X, prog = gemm_case(rows, cols, 0.3, seed=rows, n_feat=2, n_tok=2, n_out=2)
+    Y = MeshModel(config).run_program(prog)
+    assert (Y == numerics.requantise(config.fmt, W @ X)[0]).all()
+    raw = compile_gemm(config, W, X, raw=True)
+    assert set(raw.out_placement.row_of.tolist()) == set(config.plan.raw_rows())
+    model = MeshModel(config)
+    model.exchange(raw.load_streams())
+    assert (raw.decode_raw(model.exchange(raw.streams)) == W @ X).all()
+    assert not model.error and len(prog.read_streams()) == -(-rows // 18)
+
+
+def test_the_golden_system_reads_a_mesh_taller_than_its_reply_colors_in_groups():
+    """``System`` on 20 rows (18 reply colors): ``Y``, counters and memory come back through
+    one READ exchange per group, bit-exact."""
+    from wse.runtime import GoldenSystem
+
+    config, W, X, _ = gemm_case(20, 2, 0.4, seed=3, n_feat=2, n_tok=2, n_out=2)
+    with GoldenSystem(config) as system:
+        for raw in (False, True):
+            result = system.gemm(W, X, raw=raw)
+            want = W @ X if raw else numerics.requantise(config.fmt, W @ X)[0]
+            assert (result.y == want).all() and not result.error
+        assert (result.counters["macs_issued"].sum() == result.program.useful_macs(X))
+        x = np.arange(20 * 2 * 4).reshape(20, 2, 4) - 80
+        system.memcpy_h2d("X", x, 0, 0, 2, 20)
+        assert (system.memcpy_d2h("X", 0, 0, 2, 20, 4) == x).all()
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_rows_sharing_reply_colors_give_exact_results(raw):
+    config, W, X, prog = gemm_case(5, 2, 0.5, seed=11, raw=raw, reply_colors=2)
+    model = MeshModel(config)
+    if raw:
+        model.exchange(prog.load_streams())
+        got, want = prog.decode_raw(model.exchange(prog.streams)), W @ X
+    else:
+        got, want = model.run_program(prog), gemm_reference(config, prog, X)[0]
+        assert len(prog.read_streams()) == 3
+    assert (got == want).all() and not model.error
+
+
+def test_two_rows_replying_on_one_color_in_one_exchange_is_an_error():
+    config = MeshConfig(rows=3, cols=1, n_feat=1, n_tok=2, n_out=1, reply_colors=2)
+    model = MeshModel(config)
+    reads = {r: [select(config.core(r, 0)), read(config.core(r, 0), 0, 2)] for r in (0, 2)}
+    with pytest.raises(ValueError, match=r"^rows 0 and 2 replied in the same exchange on the same "
+                                         r"color 6 \(outlet 0\): their words would mix"):
+        model.exchange(reads)
+
+
 # Exchanges ----------------------------------------------------------------------------------------
 
 def test_state_persists_across_exchanges_and_reads_come_back_on_the_row_color():
@@ -183,10 +237,13 @@ def test_state_persists_across_exchanges_and_reads_come_back_on_the_row_color():
     assert model.exchange(prog.streams) == {0: [], 1: []}
     p = config.core(1, 1)
     issued = model.counters()[(1, 1)]["macs_issued"]
-    outlets = model.exchange({1: [read(p, COUNTER_BASE + 1, 1)]})
+    outlets = model.exchange({1: [select(p), read(p, COUNTER_BASE + 1, 1)]})
     assert outlets == {0: [], 1: [int(pack(issued, config.plan.out(1)))]}
-    replies = model.exchange(prog.read_streams())
+    replies = [model.exchange(streams) for streams in prog.read_streams()]
     assert (prog.decode_y(prog.read_blocks(replies)) == gemm_reference(config, prog, X)[0]).all()
+    # the core keeps its selection across exchanges: column 1 still takes row 1's commands
+    assert model.cores[(1, 1)].selected == 1
+    assert model.exchange({1: [read(p, COUNTER_BASE + 1, 1)]})[1] == outlets[1]
     assert set(model.counters()) == set(config.tiles)
 
 
@@ -224,13 +281,13 @@ def test_foreign_colors_at_an_intake_are_dropped_and_counted():
     model = MeshModel(config)
     model.exchange(prog.load_streams())
     streams = {r: list(s) for r, s in prog.streams.items()}
-    foreign = [config.plan.down(0), config.plan.out(0), config.plan.cmd(3), 30]
+    foreign = [config.plan.down(0), config.plan.out(0), config.plan.n_colors, 30]
     streams[1][3:3] = [int(pack(7, color)) for color in foreign]
     model.exchange(streams)
     assert model.drops[(1, 0)] == 4 and sum(model.drops.values()) == 4
     assert model.error
     assert not any(core.error for core in model.cores.values())
-    Y = prog.decode_y(prog.read_blocks(model.exchange(prog.read_streams())))
+    Y = prog.decode_y(prog.read_blocks([model.exchange(s) for s in prog.read_streams()]))
     assert (Y == gemm_reference(config, prog, X)[0]).all()
 
 

@@ -16,6 +16,7 @@ from wse.fabric.pe_model import (
     cr,
     load,
     read,
+    select,
     weight,
 )
 from wse.rtl.numfmt import FixedPoint
@@ -205,11 +206,32 @@ def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
     assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
 
 
-@pytest.mark.parametrize("op", range(8, 16))
+@pytest.mark.parametrize("op", range(9, 16))
 def test_unknown_opcodes_are_errors(op):
     p, m = core()
     m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])
     assert m.counters["errors"] == 2 and m.error and m.counters["busy_cycles"] == 2
+
+
+def test_select_chooses_the_column_whose_core_takes_cmd_wavelets():
+    """Column 0 is selected after reset; a SELECT for another column makes the core discard
+    ``cmd`` wavelets (free, not counted) until one for its own column; weights always count."""
+    p, m = core(n_feat=2, n_tok=2, n_out=1, col=1, cols=3)
+    other = CoreParams(n_feat=2, n_tok=2, n_out=1, col=2, cols=3)
+    assert m.selected == 0
+    m.run([*loaded(p, [9, 9]), select(p, 2), *loaded(other, [8, 8, 8, 8])])
+    assert not m.x.any() and m.counters["wavelets_in"] == 0 and m.counters["busy_cycles"] == 0
+    m.run([select(p), *loaded(p, [1, 2, 3, 4]), select(p, 7), read(p, 0, 4), weight(p, 2, 1)])
+    assert m.x.tolist() == [[1, 2], [3, 4]] and m.selected == 7
+    assert m.acc.tolist() == [6, 8] and m.counters["wavelets_in"] == 6
+    assert m.counters["busy_cycles"] == 5 + 2 and not m.error
+    # a READ's snapshot of wavelets_in counts the wavelets kept before it, not the SELECTs
+    out = m.run([select(p, 1), select(p, 1), read(p, COUNTER_BASE + 4, 1), select(p, 0),
+                 read(p, 0, 1)])
+    assert out[C.out] == [7] and m.counters["wavelets_in"] == 7
+    # SELECT on the weight color is not a command: an error, like an unknown opcode
+    m.run([raw(int(ControlOp.SELECT.value) << 28 | 1, C.weight, 1)])
+    assert m.counters["errors"] == 1 and m.selected == 0
 
 
 def test_cr_with_a_result_slot_out_of_range_is_dropped():

@@ -343,6 +343,7 @@ def test_load_streams_give_every_core_its_block():
     prog = compile_gemm(config, W, X)
     streams = prog.load_streams()
     blocks = prog.x_blocks()
+    cmd = config.plan.cmd
     for r in range(3):
         ops = decoded(streams[r])
         k = 0
@@ -350,18 +351,16 @@ def test_load_streams_give_every_core_its_block():
             n = blocks[(r, c)].size
             if not n:
                 continue
-            cmd = config.plan.cmd(c)
-            assert ops[k] == ("ADDR", cmd, 0)
-            assert [(kind, col) for kind, col, *_ in ops[k + 1:k + 1 + n]] == [("w", cmd)] * n
-            k += 1 + n
+            assert ops[k:k + 2] == [("SELECT", cmd, c), ("ADDR", cmd, 0)]
+            assert [(kind, col) for kind, col, *_ in ops[k + 2:k + 2 + n]] == [("w", cmd)] * n
+            k += 2 + n
         assert k == len(ops)
-        colors = unpack(np.array(streams[r], dtype=np.uint64))[1]
-        for c in range(2):                # what the router passes to core (r, c)
+        for c in range(2):                # the row's whole stream reaches every core of the row
             core = CoreModel(config.core(r, c))
-            core.run([w for w, col in zip(streams[r], colors) if col == config.plan.cmd(c)])
+            core.run(streams[r])
             slots = blocks[(r, c)].shape[0]
             assert (core.x[:slots] == blocks[(r, c)]).all() and not core.x[slots:].any()
-            assert not core.error
+            assert not core.error and core.counters["wavelets_in"] == 1 + blocks[(r, c)].size
 
 
 def test_load_streams_can_use_another_x():
@@ -375,10 +374,24 @@ def test_load_streams_can_use_another_x():
 def test_read_streams_read_each_cores_used_slots():
     config = MeshConfig(rows=3, cols=2, n_feat=4, n_tok=4, n_out=4)
     prog = compile_gemm(config, np.ones((7, 2), dtype=int))     # slots 3, 2, 2
-    streams = prog.read_streams()
+    (streams,) = prog.read_streams()                    # three reply colors: one exchange
+    cmd = config.plan.cmd
     for r, slots in enumerate([3, 2, 2]):
-        assert decoded(streams[r]) == [("READ", config.plan.cmd(c), slots * 4 << 16 | Y_BASE)
-                                       for c in range(2)]
+        assert decoded(streams[r]) == [op for c in range(2) for op in (
+            ("SELECT", cmd, c), ("READ", cmd, slots * 4 << 16 | Y_BASE))]
+
+
+def test_rows_that_share_a_reply_color_are_read_in_separate_exchanges():
+    config = MeshConfig(rows=5, cols=2, n_feat=4, n_tok=4, n_out=4, reply_colors=2)
+    outp = Placement(5, [0, 1, 2, 4], [0, 0, 0, 0])            # row 3 owns nothing
+    prog = compile_gemm(config, np.ones((4, 2), dtype=int), out_placement=outp)
+    assert [sorted(streams) for streams in prog.read_streams()] == [[0, 1], [2], [4]]
+    rng = np.random.default_rng(8)
+    Y = rng.integers(-32768, 32767, (4, 8))
+    blocks = prog.read_blocks([y_to_outlets(prog, Y, rng, rows) for rows in ([0, 1], [2], [4])])
+    assert (prog.decode_y(blocks) == Y).all()
+    with pytest.raises(ValueError, match=r"outlets must be a list of 3 dict\(s\)"):
+        prog.read_blocks(y_to_outlets(prog, Y, rng))
 
 
 def test_long_reads_are_split():
@@ -386,20 +399,24 @@ def test_long_reads_are_split():
     prog = compile_gemm(config, np.ones((32, 1), dtype=int))
     assert MAX_READ == 4095
     words = 32 * 256
-    want = [(start, min(MAX_READ, words - start)) for start in range(0, words, MAX_READ)]
-    for c in range(2):
-        got = [(arg & 0xFFFF, arg >> 16) for _, col, arg in decoded(prog.read_streams()[0])
-               if col == config.plan.cmd(c)]
-        assert got == [(Y_BASE + s, n) for s, n in want]
+    want = [(Y_BASE + start, min(MAX_READ, words - start)) for start in range(0, words, MAX_READ)]
+    ops = decoded(prog.read_streams()[0][0])
+    got = [(arg & 0xFFFF, arg >> 16) for _, _, arg in ops]
+    per_core = [(config.plan.cmd, 0)] + want
+    assert got == [(c, 0) if k == 0 else a for c in range(2) for k, a in enumerate(per_core)]
+    assert [op for op, *_ in ops] == (["SELECT"] + ["READ"] * len(want)) * 2
 
 
-def y_to_outlets(prog, Y, rng):
-    """What the outlets would carry for READs of a result ``Y``, rows interleaved at random."""
+def y_to_outlets(prog, Y, rng, rows=None):
+    """What the outlets would carry for READs of a result ``Y`` in the rows ``rows`` (every
+    row by default), rows interleaved at random."""
     cfg, p = prog.config, prog.out_placement
     outlets = {}
     for c in range(cfg.cols):
         per_row = []
         for r, slots in enumerate(p.slots_per_row()):
+            if rows is not None and r not in rows:
+                continue
             block = np.zeros((slots, cfg.n_tok), dtype=np.int64)
             for o in np.flatnonzero(p.row_of == r):
                 for lt in range(cfg.n_tok):
@@ -426,7 +443,7 @@ def test_read_blocks_and_decode_y_round_trip():
     outp = Placement(3, [2, 0, 2, 1, 0, 2], [3, 0, 1, 0, 2, 0])
     prog = compile_gemm(config, np.ones((6, 2), dtype=int), n_tokens=7, out_placement=outp)
     Y = rng.integers(-32768, 32767, (6, 7))
-    blocks = prog.read_blocks(y_to_outlets(prog, Y, rng))
+    blocks = prog.read_blocks([y_to_outlets(prog, Y, rng)])
     assert blocks[(1, 0)].shape == (1, 4) and blocks[(2, 1)].shape == (4, 4)
     assert (prog.decode_y(blocks) == Y).all()
 
@@ -441,13 +458,13 @@ def test_decode_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match=r"Y block of core \(1,0\) must have shape \(1, 4\)"):
         prog.decode_y(ok)
     with pytest.raises(ValueError, match=r"outlet 0 carried 0 READ word\(s\) of row 0 "
-                                         r"\(color 5\), expected 8"):
-        prog.read_blocks({})
+                                         r"\(color 6\), expected 8"):
+        prog.read_blocks([{}])
     with pytest.raises(ValueError, match=r"outlet 0 carried a wavelet of color 1, which is no "
-                                         r"row's reply color"):
-        prog.read_blocks({0: [int(pack(0, 1))]})
+                                         r"reply color of rows \[0, 1\]"):
+        prog.read_blocks([{0: [int(pack(0, 1))]}])
     with pytest.raises(ValueError, match=r"no column 5"):
-        prog.read_blocks({5: []})
+        prog.read_blocks([{5: []}])
     with pytest.raises(ValueError, match="not a raw program"):
         prog.decode_raw({})
 
@@ -474,6 +491,34 @@ def test_decode_raw_takes_outputs_in_order_per_owner():
     outlets[1] = outlets[1][1:]
     with pytest.raises(ValueError, match=r"outlet 1 carried \d raw result word\(s\) of row \d"):
         prog.decode_raw(outlets)
+
+
+def test_raw_results_are_owned_by_rows_with_distinct_reply_colors():
+    config = MeshConfig(rows=5, cols=2, n_feat=4, n_tok=2, n_out=1, reply_colors=2)
+    assert config.plan.raw_rows() == [1, 2]
+    prog = compile_gemm(config, np.ones((5, 1), dtype=int), raw=True)
+    assert prog.out_placement.row_of.tolist() == [1, 2, 1, 2, 1]
+    assert prog.cr_args().tolist() == [1, 2, 6, 7, 11]
+    with pytest.raises(ValueError, match=r"^output features: rows 0 and 2 both own raw results "
+                                         r"but share reply color 6 \(a 5-row mesh has 2 reply "
+                                         r"colors\): place raw outputs on rows with distinct "
+                                         r"reply colors, such as plan.raw_rows\(\) \[1, 2\]$"):
+        compile_gemm(config, np.ones((5, 1), dtype=int), raw=True,
+                     out_placement=Placement.modulo(5, 5))
+    # not raw: any row may own outputs, they are read in groups
+    assert compile_gemm(config, np.ones((5, 1), dtype=int)).out_placement.row_of.tolist() == \
+        list(range(5))
+    with pytest.raises(ValueError, match=r"among must be distinct rows"):
+        Placement.modulo(3, 5, among=[1, 1])
+
+
+def test_a_carriage_return_argument_too_wide_names_the_limit():
+    config = MeshConfig(rows=2, cols=1, n_feat=1, n_tok=1, n_out=1)
+    far = Placement(2, [1], [1 << 27])             # slot * rows + row = 2**28 + 1
+    with pytest.raises(ValueError, match=r"^output features: a carriage return argument of "
+                                         r"268435457 \(slot \* rows \+ row\) does not fit its "
+                                         r"28 bits$"):
+        compile_gemm(config, [[1]], raw=True, out_placement=far)
 
 
 # Figures ------------------------------------------------------------------------------------------

@@ -3,18 +3,54 @@
 import pytest
 
 from wse.fabric.config import MeshConfig, parse_mesh
-from wse.fabric.routes import ColorPlan, Flow, RoutePlanError, find_cycle
-from wse.rtl.route_table import RouteTable
+from wse.fabric.routes import (
+    MAX_MESH_COLORS,
+    MAX_REPLY_COLORS,
+    ColorPlan,
+    Flow,
+    RoutePlanError,
+    find_cycle,
+)
+from wse.rtl.route_table import Position, RouteTable
 
 
 @pytest.mark.parametrize("rows, cols", [(1, 1), (1, 5), (5, 1), (2, 2), (3, 4), (4, 4), (8, 8),
-                                        (13, 13)])
+                                        (13, 13), (18, 2), (19, 3), (1, 64), (40, 2)])
 def test_plan_checks_out_for_every_mesh_size(rows, cols):
     plan = ColorPlan(rows, cols)
     plan.check()
-    colors = [plan.weight, plan.down(0), plan.down(1), plan.up(0), plan.up(1),
-              *map(plan.out, range(rows)), *map(plan.cmd, range(cols))]
-    assert len(set(colors)) == len(colors) == plan.n_colors <= plan.cfg_color
+    K = min(rows, MAX_REPLY_COLORS)
+    assert plan.reply_colors == K and plan.n_colors == 6 + K <= MAX_MESH_COLORS < plan.cfg_color
+    colors = [plan.weight, plan.down(0), plan.down(1), plan.up(0), plan.up(1), plan.cmd,
+              *map(plan.out, range(K))]
+    assert len(set(colors)) == len(colors) == plan.n_colors
+    assert {plan.out(r) for r in range(rows)} == set(colors[6:])
+    assert all(plan.out(r) == plan.out(r + K) for r in range(rows - K))
+
+
+def test_a_32x32_mesh_fits_24_colors_and_checks_out():
+    plan = ColorPlan(32, 32)
+    plan.check()
+    assert plan.n_colors == MAX_MESH_COLORS == 24 and plan.reply_colors == 18
+    assert all(max(color for color, _ in plan.routes(r, c)) < 24
+               for r in range(32) for c in range(32))
+    assert plan.read_groups() == [list(range(18)), list(range(18, 32))]
+    assert plan.raw_rows() == list(range(7, 25))       # the middle rows: distinct colors
+    # rows 18 apart merge their replies on the way south
+    assert plan.routes(18, 3)[plan.out(18)][0] == Position("NR", "S")
+    assert plan.routes(17, 3)[plan.out(17)][0] == Position("R", "S")
+    assert plan.routes(17, 3)[plan.out(0)][0] == Position("N", "S")
+    assert "replies of rows 0, 18" in plan.describe()
+
+
+def test_a_mesh_too_wide_for_the_configuration_hops_is_an_error_that_names_the_limit():
+    with pytest.raises(ValueError, match=r"^cols must be at most 64 \(configuration reaches a "
+                                         r"tile hops routers east .* hops has 6 bits\), not 65$"):
+        ColorPlan(2, 65)
+    with pytest.raises(ValueError, match=r"cols must be at most 64"):
+        MeshConfig(1, 65)
+    with pytest.raises(ValueError, match=r"^reply_colors must be an integer in 1\.\.3, not 4$"):
+        ColorPlan(3, 2, reply_colors=4)
 
 
 def test_rows_alternate_psum_colors_and_neighbours_agree():
@@ -23,12 +59,6 @@ def test_rows_alternate_psum_colors_and_neighbours_agree():
         upper, lower = plan.core_colors(r, 1), plan.core_colors(r + 1, 1)
         assert upper.psum_to_s == lower.psum_from_n != lower.psum_to_s
         assert lower.psum_to_n == upper.psum_from_s != upper.psum_to_n
-
-
-def test_too_many_colors_is_an_error_that_names_the_limit():
-    with pytest.raises(ValueError, match=r"14x13 mesh needs 32 colors .* rows \+ cols must be "
-                                         r"at most 26"):
-        ColorPlan(14, 13)
 
 
 def _broken(plan, tile, color, route):
@@ -47,18 +77,72 @@ def _broken(plan, tile, color, route):
                       r"route for it"),
     ((1, 1), 0, ("W", "R"), r"weights of row 1 \(color 0\) never reaches core \(1,2\)"),
     ((0, 2), 0, ("W", "RS"), r"weights of row 0 \(color 0\) reaches tile \(1,2\) from N"),
-    ((1, 0), 6, ("R", "E"), r"replies of core \(1,0\) \(color 6\) reaches tile \(1,1\) from W"),
-    ((1, 2), 6, ("R", "E"), r"replies of core \(1,2\) \(color 6\) leaves the mesh at tile "
+    ((1, 1), 5, ("W", "E"), r"commands of row 1 \(color 5\) never reaches core \(1,1\)"),
+    ((1, 0), 7, ("R", "E"), r"replies of core \(1,0\) \(color 7\) reaches tile \(1,1\) from W"),
+    ((1, 2), 7, ("R", "E"), r"replies of core \(1,2\) \(color 7\) leaves the mesh at tile "
                             r"\(1,2\) going E, where there is no port"),
-    ((0, 0), 8, ("W", "RE"), r"commands for core \(0,1\) \(color 8\) is sent to core \(0,0\), "
-                             r"which does not take that color"),
+    ((0, 2), 6, ("R", "W"), r"replies of core \(0,2\) \(color 6\) reaches tile \(0,1\) from E "
+                            r"but is accepted there only from"),
     ((0, 0), 1, ("R", "SE"), r"psums south from core \(0,0\) \(color 1\) reaches tile \(0,1\)"),
 ])
 def test_misrouted_colors_are_explained(tile, color, route, message):
-    plan = ColorPlan(2, 3)       # colors: weight 0, psums 1-4, out 5-6, cmd 7-9
+    plan = ColorPlan(2, 3)       # colors: weight 0, psums 1-4, cmd 5, out 6-7
     plan.check()
     with pytest.raises(RoutePlanError, match=message):
         plan.check(_broken(plan, tile, color, route))
+
+
+def test_a_command_that_reaches_a_core_of_another_row_is_rejected():
+    plan = ColorPlan(2, 3)
+    routes = _broken(plan, (0, 1), plan.cmd, ("W", "RES"))
+    table = dict(routes[1, 1])
+    table[plan.cmd] = ("WN", "RE")
+    routes[1, 1] = RouteTable(plan.n_colors, table)
+    with pytest.raises(RoutePlanError, match=r"^commands of row 0 \(color 5\) also reaches core "
+                                             r"\(1,1\), core \(1,2\), which must not get it$"):
+        plan.check(routes)
+
+
+def test_a_select_that_picks_the_wrong_core_is_rejected():
+    class Swapped(ColorPlan):
+        def core_col(self, r, c):          # row 1's cores 1 and 2 both answer to SELECT 2
+            return 2 if (r, c) == (1, 1) else c
+
+    with pytest.raises(RoutePlanError, match=r"^commands for core \(1,1\) \(after SELECT 1 on "
+                                             r"color 5\) are kept by no core: the column straps "
+                                             r"of row 1 are \[0, 2, 2\]$"):
+        Swapped(2, 3).check()
+
+
+def test_rows_that_share_a_reply_color_never_reply_in_the_same_exchange():
+    plan = ColorPlan(3, 2, reply_colors=2)        # rows 0 and 2 share color 6
+    plan.check()
+    assert plan.out(0) == plan.out(2) != plan.out(1)
+    assert plan.read_groups() == [[0, 1], [2]] and plan.raw_rows() == [0, 1]
+
+    class OneRead(ColorPlan):
+        def read_groups(self):
+            return [list(range(self.rows))]
+
+    class RawEverywhere(ColorPlan):
+        def raw_rows(self):
+            return list(range(self.rows))
+
+    with pytest.raises(RoutePlanError, match=r"^rows 0 and 2 reply in the same exchange \(READ "
+                                             r"group 0 of 1\) on the same color 6: their words "
+                                             r"would mix at the outlets$"):
+        OneRead(3, 2, reply_colors=2).check()
+    with pytest.raises(RoutePlanError, match=r"rows 0 and 18 reply in the same exchange \(raw "
+                                             r"results\) on the same color 6"):
+        RawEverywhere(32, 32).check()
+
+    class Twice(ColorPlan):
+        def read_groups(self):
+            return [[0, 1], [1, 2]]
+
+    with pytest.raises(RoutePlanError, match=r"READ groups must hold every row once, not "
+                                             r"\[0, 1, 1, 2\]"):
+        Twice(3, 2, reply_colors=2).check()
 
 
 def test_a_color_that_loops_is_explained():
@@ -99,7 +183,8 @@ def test_flows_cover_every_core():
     flows = plan.flows()
     assert all(isinstance(f, Flow) for f in flows)
     weights = [f for f in flows if f.color == plan.weight]
-    assert [len(f.sinks) for f in weights] == [2, 2, 2]
+    commands = [f for f in flows if f.color == plan.cmd]
+    assert [len(f.sinks) for f in weights] == [len(f.sinks) for f in commands] == [2, 2, 2]
     assert sum(f.what.startswith("replies") for f in flows) == 6
 
 
@@ -111,6 +196,9 @@ def test_mesh_config_parses_and_validates():
     cfg = MeshConfig(2, 3, n_feat=8)
     assert MeshConfig.from_dict(cfg.to_dict()) == cfg
     assert cfg.core(1, 2).colors == cfg.plan.core_colors(1, 2) and cfg.core(1, 2).row == 1
+    assert (cfg.core(1, 2).col, cfg.core(1, 2).cols) == (2, 3)
+    shared = MeshConfig(3, 2, reply_colors=2)
+    assert MeshConfig.from_dict(shared.to_dict()) == shared and shared.plan.reply_colors == 2
     with pytest.raises(ValueError, match="n_tok must be a power of two"):
         MeshConfig(n_tok=6)
     with pytest.raises(ValueError, match="rows must be a positive integer"):

@@ -17,3 +17,9 @@ def test_tile(sim, testcase, figure):
 def test_tile_in_a_middle_row(sim, figure):
     check(run_tile_tests(sim=sim, testcase="partial_sums", lanes=1, rows=3, row=1, n_out=4),
           figure, f"{sim} tile row 1 of 3")
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_tile_ignores_another_columns_commands(sim, figure):
+    check(run_tile_tests(sim=sim, testcase="select", col=1, cols=3), figure,
+          f"{sim} tile column 1 of 3")
