@@ -75,7 +75,8 @@ class CompiledSystem(System):
         command = [str(self.harness.executable), "--reset-cycles", str(self.reset_cycles),
                    "--watchdog", str(self.watchdog)]
         if waves:
-            self.waves = Path(waves) if not isinstance(waves, bool) else self._folder / "waves.fst"
+            self.waves = (self._folder / "waves.fst" if isinstance(waves, bool)
+                          else Path(waves).resolve())
             command += ["--waves", str(self.waves)]
         self._log = self._folder / "sim.log"
         with open(self._log, "w") as log:

@@ -76,6 +76,22 @@ def big_mesh_gemm(tmp_path, mesh, backend, figure):
            f"{W.shape[1]}x{X.shape[1]}, {np.count_nonzero(W)} nonzeros, equal to numpy's W @ X")
 
 
+@pytest.mark.xdist_group("verilator")
+def test_gemm_records_a_waveform_on_the_compiled_backend(operands, tmp_path, monkeypatch):
+    w_path, x_path, W, X = operands
+    monkeypatch.chdir(tmp_path)                 # a relative --waves is the caller's directory
+    result = invoke("gemm", w_path, x_path, "-o", "Y.npy", "--mesh", "1x1", "--backend",
+                    "verilator", "--waves", "run.fst")
+    assert result.exit_code == 0, result.output
+    assert "waveform: run.fst" in result.output
+    assert (tmp_path / "run.fst").read_bytes()[:1] == b"\x00"        # an FST header block
+    np.testing.assert_array_equal(np.load(tmp_path / "Y.npy"), reference(W, X, (1, 1)))
+    result = invoke("gemm", w_path, x_path, "-o", "Y.npy", "--waves", "run.fst")
+    assert result.exit_code == 2
+    assert "--waves needs a simulated RTL backend (verilator, icarus, verilator-cocotb), not " \
+           "golden" in result.output
+
+
 @pytest.mark.parametrize("mesh", [(16, 16), (32, 32)], ids=["16x16", "32x32"])
 def test_gemm_on_big_meshes_equals_numpy(tmp_path, mesh, figure):
     big_mesh_gemm(tmp_path, mesh, "golden", figure)

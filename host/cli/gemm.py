@@ -7,6 +7,7 @@ any earlier ``Y`` as it was.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import click
@@ -46,9 +47,12 @@ __all__ = ["gemm"]
               help="--backend board: the bridge's baud rate [default: the board's].")
 @click.option("--timeout", type=Number(min=0, min_open=True), default=5.0,
               show_default=True, help="--backend board: seconds to wait for the bridge.")
+@click.option("--waves", type=click.Path(dir_okay=False, path_type=Path),
+              callback=output_file(".fst", "the waveform"), default=None, metavar="FILE.fst",
+              help="A simulated RTL backend: record the whole run's waveform (FST) there.")
 @click.pass_context
 def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name, port, baud,
-         timeout):
+         timeout, waves):
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
     range. Saves Y, prints the compute-phase cycles and the counters."""
     from wse.fabric.compiler import compile_gemm
@@ -68,6 +72,13 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
         raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
                                f"must have {W.shape[1]} rows (in features), not {X.shape[0]}")
     options = {}
+    if waves is not None:
+        from wse.runtime import RTL_SIMULATED
+
+        if backend not in RTL_SIMULATED:
+            raise click.UsageError(f"--waves needs a simulated RTL backend "
+                                   f"({', '.join(RTL_SIMULATED)}), not {backend}")
+        options["waves"] = waves if backend == "verilator" else True
     if backend == BOARD_BACKEND:
         if board_name is None or port is None:
             raise click.UsageError("--backend board needs --board and --port")
@@ -97,6 +108,8 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
         try:
             with open_system(backend, config, **options) as system:
                 result = system.gemm(W, X, raw=raw, balance=not no_balance)
+            if waves is not None and backend != "verilator":    # cocotb: its run's file
+                shutil.copyfile(system.result.waves, waves)
         except ValueError as error:
             raise click.ClickException(str(error)) from error
         except SimulationError as error:
@@ -109,6 +122,8 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     _save_npy(output, y)
     console.print(f"saved {output}: {y.shape[0]}x{y.shape[1]} {y.dtype}"
                   f"{' (raw totals)' if raw else ''}", markup=False, highlight=False)
+    if waves is not None:
+        console.print(f"waveform: {waves}", markup=False, highlight=False)
     if result.overflow:
         console.print("[yellow]overflow: some accumulation or requantisation saturated")
     ideal = result.program.ideal_cycles(X)
