@@ -42,7 +42,7 @@ SOURCES = {
     "train_steps3": "wse train --steps 3 --json",
     "train_rtl": "wse train --backend verilator --steps 3 --check-golden --json",
     "train_rtl_full": "wse train --backend verilator --json",
-    "sim": "wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --json",
+    "sim": "wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --mesh 16x16 --json",
     "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
 }
 
@@ -261,7 +261,8 @@ def _sim_table(r):
              _kilo(m["cocotb_cycles_per_second"]) if m["cocotb_cycles_per_second"] else "–",
              f"**{m['speedup']:.1f}x**" if m["speedup"] else "–",
              _kilo(m["free_running_cycles_per_second"]), f"{m['harness_efficiency']:.2f}",
-             f"{m['pe_cycles_per_second'] / 1e6:.2f} M", f"{m['build_seconds']:.0f} s")
+             f"{m['pe_cycles_per_second'] / 1e6:.2f} M",
+             f"{m['build_seconds']:.0f} s{' (hierarchical)' if m.get('hierarchical') else ''}")
             for m in r["sim"]["meshes"]]
     return _table(("mesh", "GEMM (out x in x tokens)", "cycles", "compiled cycles/s",
                    "cocotb cycles/s", "speedup", "free-running cycles/s", "harness efficiency",

@@ -65,6 +65,7 @@ def _run(backend, config, W, X, *, min_seconds, max_runs, **options):
         if isinstance(system, CompiledSystem):
             figures["free_running_cycles_per_second"] = result.cycles / loop
             figures["build_seconds"] = system.harness.build_seconds
+            figures["hierarchical"] = system.harness.hierarchical
     return figures, totals, result.cycles
 
 
@@ -104,6 +105,7 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
                                       / compiled["free_running_cycles_per_second"]),
                "pe_cycles_per_second": compiled["cycles_per_second"] * rows * cols,
                "build_seconds": compiled["build_seconds"],
+               "hierarchical": compiled["hierarchical"],
                "cocotb_cycles_per_second": None, "speedup": None}
         if rows * cols <= cocotb_max_tiles:
             say(f"{rows}x{cols}: the same program under cocotb")

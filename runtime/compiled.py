@@ -49,6 +49,10 @@ class CompiledSystem(System):
         Wall-clock seconds an exchange may take (``WSE_SIM_TIMEOUT``, 900 s, by default).
     threads : int
         Verilator's ``--threads`` for the model (a separate build).
+    hierarchical : bool or None
+        Build the tile once as a Verilator hierarchical block: seconds to build whatever the
+        mesh's size, about four times slower to run. ``None``: for meshes of more than
+        :data:`sim.compiled.HIERARCHICAL_ABOVE` tiles.
 
     Members
     -------
@@ -62,14 +66,15 @@ class CompiledSystem(System):
     backend = "verilator"
 
     def __init__(self, config=None, *, waves=False, watchdog=5000, reset_cycles=3,
-                 reply_timeout=None, threads=1):
+                 reply_timeout=None, threads=1, hierarchical=None):
         super().__init__(config)
         self.watchdog = count("watchdog", watchdog)
         self.reset_cycles = count("reset_cycles", reset_cycles)
         self.reply_timeout = number("reply_timeout", DEFAULT_TIMEOUT if reply_timeout is None
                                     else reply_timeout, 0, open_lo=True)
         self.loop_seconds = 0.0
-        self.harness = build_harness(self.config, waves=bool(waves), threads=threads)
+        self.harness = build_harness(self.config, waves=bool(waves), threads=threads,
+                                     hierarchical=hierarchical)
         self._folder = Path(tempfile.mkdtemp(prefix="wse-compiled-"))
         self.waves = None
         command = [str(self.harness.executable), "--reset-cycles", str(self.reset_cycles),

@@ -29,10 +29,18 @@ HARNESS = Path(__file__).with_name("harness") / "mesh_harness.cpp"
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
                    "--x-assign", "fast", "--x-initial", "fast", "-O3"]
 _CXXFLAGS = ["-O2", "-std=c++17"]
-#: Verilator configuration: the tile stays one C++ class that every position runs, instead
-#: of being inlined once per position (a 4x4 mesh was 26 MB of C++, minutes to compile, and
-#: slower to run: the flattened code does not fit the instruction cache).
-_VLT = "`verilator_config\nno_inline -module \"wse_tile\"\n"
+#: Verilator configurations. ``flat``: the tile stays one C++ class instead of being inlined at
+#: every position (a 4x4 was 26 MB of C++ and three to five minutes to compile, now about one),
+#: though Verilator still writes each position's logic out on its own, so the build grows with
+#: the mesh. ``hierarchical``: the tile is a hierarchical block, verilated and compiled once
+#: whatever the mesh's size (seconds), but about four times slower to run (every tile a
+#: model of its own, evaluated through its ports).
+_VLT = {
+    False: "`verilator_config\nno_inline -module \"wse_tile\"\n",
+    True: "`verilator_config\nhier_block -module \"wse_tile\"\n",
+}
+#: Meshes of more tiles than this build hierarchically unless told otherwise.
+HIERARCHICAL_ABOVE = 64
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class Harness:
     top: str
     waves: bool
     threads: int
+    hierarchical: bool
     build_seconds: float
     inputs: tuple
     outputs: tuple
@@ -106,14 +115,20 @@ def harness_top(config, top):
     return verilog, header, tuple(inputs), tuple(outputs)
 
 
-def build_harness(config, *, waves=False, threads=1, root=None, jobs=None):
+def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=None, jobs=None):
     """The :class:`Harness` of ``config``'s mesh, built unless an identical build exists.
 
     ``waves``: built with FST tracing (``--waves`` then records one). ``threads``: Verilator's
-    ``--threads`` (1: single-threaded). A failed build raises ``RuntimeError`` naming its log.
+    ``--threads`` (1: single-threaded). ``hierarchical``: the tile verilated once as a
+    hierarchical block (fast to build, slower to run); by default for meshes of more than
+    :data:`HIERARCHICAL_ABOVE` tiles. A failed build raises ``RuntimeError`` naming its log.
     """
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a positive integer, not {threads!r}")
+    if hierarchical is None:
+        hierarchical = config.rows * config.cols > HIERARCHICAL_ABOVE
+    hierarchical = bool(hierarchical)
+    vlt = _VLT[hierarchical]
     toolchain.setup()
     top = f"wse_mesh_{config.rows}x{config.cols}"
     root = Path(root or BUILD_ROOT)
@@ -123,34 +138,36 @@ def build_harness(config, *, waves=False, threads=1, root=None, jobs=None):
     staging.unlink()
     wrapper, header, inputs, outputs = harness_top(config, top)
     text += "\n" + wrapper
-    args = [*_VERILATOR_ARGS, *(["--trace-fst"] if waves else []),
-            *os.environ.get("WSE_VERILATOR_EXTRA", "").split()]
+    args = [*_VERILATOR_ARGS, *(["--trace-fst"] if waves else [])]
     if threads > 1:
         args += ["--threads", str(threads)]
+    if hierarchical:
+        args.append("--hierarchical")
     cxxflags = [*_CXXFLAGS, *(["-DWSE_WAVES"] if waves else [])]
     source = HARNESS.read_text()
-    digest = hashlib.sha256("\n".join([text, header, source, _VLT, *args, *cxxflags]).encode())
+    digest = hashlib.sha256("\n".join([text, header, source, vlt, *args, *cxxflags]).encode())
     directory = (root / "compiled" / f"{top}-{digest.hexdigest()[:12]}").resolve()
     executable = directory / "obj_dir" / "mesh_harness"
     with locked(directory):
         stamp = directory / "build_seconds"
         if not (executable.is_file() and stamp.is_file()):
-            seconds = _verilate(directory, top, text, header, args, cxxflags, jobs)
+            seconds = _verilate(directory, top, text, header, vlt, args, cxxflags, jobs)
             stamp.write_text(f"{seconds:.3f}\n")
         build_seconds = float(stamp.read_text())
     return Harness(executable=executable, directory=directory, top=top, waves=waves,
-                   threads=threads, build_seconds=build_seconds, inputs=inputs,
+                   threads=threads, hierarchical=hierarchical, build_seconds=build_seconds,
+                   inputs=inputs,
                    outputs=outputs)
 
 
-def _verilate(directory, top, text, header, args, cxxflags, jobs):
+def _verilate(directory, top, text, header, vlt, args, cxxflags, jobs):
     """Verilate and compile into ``directory``; the wall-clock seconds it took."""
     import time
 
     started = time.monotonic()
     (directory / f"{top}.v").write_text(text)
     (directory / "ports.h").write_text(header)
-    (directory / "harness.vlt").write_text(_VLT)
+    (directory / "harness.vlt").write_text(vlt)
     harness = directory / HARNESS.name
     harness.write_text(HARNESS.read_text())
     jobs = jobs or os.cpu_count() or 1

@@ -11,7 +11,7 @@ from wse.host.cli import main
 
 ROW_KEYS = {"mesh", "tiles", "shape", "nnz", "cycles", "compiled_cycles_per_second",
             "cocotb_cycles_per_second", "speedup", "free_running_cycles_per_second",
-            "harness_efficiency", "pe_cycles_per_second", "build_seconds"}
+            "harness_efficiency", "pe_cycles_per_second", "build_seconds", "hierarchical"}
 
 
 @pytest.mark.xdist_group("verilator")
@@ -28,7 +28,7 @@ def test_bench_sim_measures_both_paths_and_threads(figure):
                                            / one["cocotb_cycles_per_second"])
     assert two["cocotb_cycles_per_second"] is None and two["speedup"] is None
     for row in (one, two):
-        assert row["cycles"] > 0 and row["build_seconds"] > 0
+        assert row["cycles"] > 0 and row["build_seconds"] > 0 and row["hierarchical"] is False
         assert row["harness_efficiency"] == pytest.approx(
             row["compiled_cycles_per_second"] / row["free_running_cycles_per_second"])
         assert row["pe_cycles_per_second"] == pytest.approx(

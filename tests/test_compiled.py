@@ -63,9 +63,10 @@ def run_program(system, rng, config, steps):
     return results
 
 
-def check_against_cocotb(config, seed, steps):
-    """The same random program on the compiled backend and under cocotb: every exchange equal."""
-    compiled = Recording(CompiledSystem(config))
+def check_against_cocotb(config, seed, steps, **options):
+    """The same random program on the compiled backend (built with ``options``) and under
+    cocotb: every exchange equal."""
+    compiled = Recording(CompiledSystem(config, **options))
     cocotb = Recording(CocotbSystem(config, sim="verilator"))
     with compiled.system, cocotb.system, GoldenSystem(config) as golden:
         got = run_program(compiled.system, np.random.default_rng(seed), config, steps)
@@ -90,6 +91,12 @@ def test_a_random_program_runs_cycle_for_cycle_as_under_cocotb(figure):
     exchanges, cycles = check_against_cocotb(MESH_2X3, seed=11, steps=6)
     figure(f"compiled vs cocotb, mesh 2x3: {exchanges} exchanges, {cycles} cycles, every "
            f"exchange's outlets, cycles and flags equal, counters equal")
+
+
+def test_the_hierarchical_build_runs_cycle_for_cycle_the_same(figure):
+    exchanges, cycles = check_against_cocotb(MESH_2X3, seed=12, steps=3, hierarchical=True)
+    figure(f"compiled (hierarchical tile) vs cocotb, mesh 2x3: {exchanges} exchanges, {cycles} "
+           f"cycles, equal")
 
 
 @pytest.mark.slow
