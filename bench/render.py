@@ -103,7 +103,7 @@ def _sim_row(r, mesh):
 
 
 def _kilo(value):
-    return f"{value / 1e3:,.0f} k"
+    return f"{value / 1e3:,.0f} k" if value >= 1e4 else f"{value:,.0f}"
 
 
 def _mb(n):
