@@ -76,7 +76,7 @@ def big_mesh_gemm(tmp_path, mesh, backend, figure):
            f"{W.shape[1]}x{X.shape[1]}, {np.count_nonzero(W)} nonzeros, equal to numpy's W @ X")
 
 
-@pytest.mark.xdist_group("verilator")
+@pytest.mark.xdist_group("compiled")
 def test_gemm_records_a_waveform_on_the_compiled_backend(operands, tmp_path, monkeypatch):
     w_path, x_path, W, X = operands
     monkeypatch.chdir(tmp_path)                 # a relative --waves is the caller's directory
@@ -98,7 +98,7 @@ def test_gemm_on_big_meshes_equals_numpy(tmp_path, mesh, figure):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("verilator")
+@pytest.mark.xdist_group("compiled")
 def test_gemm_on_a_16x16_compiled_mesh_equals_numpy(tmp_path, figure):
     big_mesh_gemm(tmp_path, (16, 16), "verilator", figure)
 
@@ -220,7 +220,7 @@ def test_export_needs_mesh_or_subcommand(tmp_path):
     assert "module router" in (tmp_path / "r.v").read_text()
 
 
-@pytest.mark.xdist_group("verilator")
+@pytest.mark.xdist_group("compiled")      # the compiled model (the default RTL backend)
 def test_bench_gemm_verilator(figure):
     result = CliRunner().invoke(
         main, ["bench", "gemm", "--mesh", "2x2", "--out-features", "16", "--in-features", "16",

@@ -123,10 +123,11 @@ def test_a_model_ten_times_the_mesh_sram_trains_on_4x4(tmp_path):
     assert report["layer_sparsity"]["fc1"] > 0.5
 
 
-@pytest.mark.xdist_group("verilator")       # shares the 4x4 build of test_mesh_cocotb.py
+@pytest.mark.xdist_group("compiled")       # the compiled model's 4x4 build
 def test_rtl_training_is_the_golden_training():
-    """The 4x4 mesh on Verilator, every mesh result checked against golden, trains to the same
-    bits as the golden model (two steps: forward, delta and update; no test-set pass)."""
+    """The 4x4 mesh on Verilator (the compiled model), every mesh result checked against
+    golden, trains to the same bits as the golden model (two steps: forward, delta and update;
+    no test-set pass)."""
     def steps(**kwargs):
         with Trainer(TrainSettings(steps=2, hidden=(48,), batch=16, **kwargs)) as trainer:
             trainer.step()
