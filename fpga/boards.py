@@ -71,10 +71,12 @@ BOARDS = {
         default_mesh=(1, 1),
         # The UP5K has 5280 logic cells, 30 4-kbit block RAMs and 8 DSPs, and no LUT RAM: the
         # router's queues and route copies and the core's accumulators are flip-flops here.
-        # Small cores (8 features, 2 tokens, 8 outputs), 2-deep router queues and psum FIFOs,
-        # two accumulator buffers: one tile and the bridge fill 97 % of the logic cells and
-        # close at 16.8 MHz (docs/fpga.md). Results never depend on these sizes.
-        config=dict(n_feat=8, n_tok=2, n_out=8, depth=2, acc_buffers=2, psum_depth=2),
+        # Small cores (8 features, 1 token, 8 outputs), 2-deep router queues and psum FIFOs,
+        # two accumulator buffers: one tile and the bridge fill 94 % of the logic cells and
+        # close at 17.4 MHz (docs/fpga.md). With 2 tokens the 1x1 stopped placing once the
+        # cores learnt SELECT (5280 cells; nextpnr finds no legal placement at seed 1). Results
+        # never depend on these sizes: a GEMM with more tokens is cut into blocks that fit.
+        config=dict(n_feat=8, n_tok=1, n_out=8, depth=2, acc_buffers=2, psum_depth=2),
         synth_opts="-dsp",
         reset_button=("button", 0),
         leds={"heartbeat": ("led", 1), "error": ("led", 0)},
