@@ -30,8 +30,14 @@ __all__ = ["bench_sim", "DEFAULT_MESHES"]
 DEFAULT_MESHES = ("4x4", "8x8", "16x16")
 
 
-def _shape(rows, cols):
-    return 32 * rows, 32 * rows, 8 * cols
+def _case(rows, cols, sparsity, seed):
+    """The GEMM of a ``rows x cols`` mesh: ``(config, program, X, shape text, nonzeros)``."""
+    out_f, in_f, tokens = 32 * rows, 32 * rows, 8 * cols
+    config = gemm_config((rows, cols), out_f, in_f, tokens, raw=True)
+    W0, X = random_operands(out_f, in_f, tokens, seed=seed)
+    W = prune(W0, sparsity, seed=seed)
+    program = compile_gemm(config, W, X, raw=True)
+    return config, program, X, f"{out_f}x{in_f}x{tokens}", int(np.count_nonzero(W))
 
 
 def _timed(system, streams, min_seconds, max_runs):
@@ -49,9 +55,8 @@ def _timed(system, streams, min_seconds, max_runs):
             return result, elapsed / runs, loop / runs
 
 
-def _run(backend, config, W, X, *, min_seconds, max_runs, **options):
+def _run(backend, config, program, X, *, min_seconds, max_runs, **options):
     """One backend's measurement: ``(figures, raw totals, cycles)``."""
-    program = compile_gemm(config, W, X, raw=True)
     opened = time.perf_counter()
     with open_system(backend, config, **options) as system:
         open_seconds = time.perf_counter() - opened
@@ -83,21 +88,18 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
     number("sparsity", sparsity, 0, 1, open_hi=True)
     cocotb_max_tiles = count("cocotb_max_tiles", cocotb_max_tiles, 0)
     say = progress or (lambda line: None)
-    rows_out = []
+    rows_out, cases = [], {}
     for rows, cols in shapes:
-        out_f, in_f, tokens = _shape(rows, cols)
-        config = gemm_config((rows, cols), out_f, in_f, tokens, raw=True)
-        W0, X = random_operands(out_f, in_f, tokens, seed=seed)
-        W = prune(W0, sparsity, seed=seed)
-        reference = gemm_reference(config, compile_gemm(config, W, X, raw=True), X)[1]
+        config, program, X, shape, nnz = cases[rows, cols] = _case(rows, cols, sparsity, seed)
+        reference = gemm_reference(config, program, X)[1]
         say(f"{rows}x{cols}: building and running the compiled model")
-        compiled, totals, cycles = _run("verilator", config, W, X, min_seconds=min_seconds,
-                                        max_runs=50)
+        compiled, totals, cycles = _run("verilator", config, program, X,
+                                        min_seconds=min_seconds, max_runs=50)
         if not np.array_equal(totals, reference):
             raise RuntimeError(f"the compiled {rows}x{cols} mesh's GEMM differs from the "
                                f"reference")
         row = {"mesh": f"{rows}x{cols}", "tiles": rows * cols,
-               "shape": f"{out_f}x{in_f}x{tokens}", "nnz": int(np.count_nonzero(W)),
+               "shape": shape, "nnz": nnz,
                "cycles": cycles,
                "compiled_cycles_per_second": compiled["cycles_per_second"],
                "free_running_cycles_per_second": compiled["free_running_cycles_per_second"],
@@ -110,7 +112,7 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
         if rows * cols <= cocotb_max_tiles:
             say(f"{rows}x{cols}: the same program under cocotb")
             cocotb, cocotb_totals, cocotb_cycles = _run(
-                "verilator-cocotb", config, W, X, min_seconds=0, max_runs=1)
+                "verilator-cocotb", config, program, X, min_seconds=0, max_runs=1)
             if cocotb_cycles != cycles or not np.array_equal(cocotb_totals, totals):
                 raise RuntimeError(f"{rows}x{cols}: the compiled model took {cycles} cycles, "
                                    f"the cocotb path {cocotb_cycles}"
@@ -120,23 +122,19 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
             row["speedup"] = compiled["cycles_per_second"] / cocotb["cycles_per_second"]
         rows_out.append(row)
     largest = max(range(len(shapes)), key=lambda k: shapes[k][0] * shapes[k][1])
-    figures = {"meshes": rows_out, "threads": _threads(shapes[largest], threads, sparsity, seed,
-                                                       min_seconds, rows_out[largest], say)}
-    return figures
+    return {"meshes": rows_out, "threads": _threads(cases[shapes[largest]], threads, min_seconds,
+                                                    rows_out[largest], say)}
 
 
-def _threads(mesh, threads, sparsity, seed, min_seconds, single, say):
-    """Verilator ``--threads`` on ``mesh``: ``{"mesh", "1": cycles/s, "<n>": cycles/s, ...}``
-    (each ``n`` above 1 a build of its own)."""
-    rows, cols = mesh
-    out_f, in_f, tokens = _shape(rows, cols)
-    config = gemm_config(mesh, out_f, in_f, tokens, raw=True)
-    W0, X = random_operands(out_f, in_f, tokens, seed=seed)
-    W = prune(W0, sparsity, seed=seed)
+def _threads(case, threads, min_seconds, single, say):
+    """Verilator ``--threads`` on the mesh of ``case`` (:func:`_case`): ``{"mesh", "1":
+    cycles/s, "<n>": cycles/s, ...}`` (each ``n`` above 1 a build of its own)."""
+    config, program, X, _, _ = case
+    rows, cols = config.rows, config.cols
     result = {"mesh": f"{rows}x{cols}", "1": single["compiled_cycles_per_second"]}
     for n in sorted(set(threads) - {1}):
         say(f"{rows}x{cols}: building and running with --threads {n}")
-        figures, _, cycles = _run("verilator", config, W, X, min_seconds=min_seconds,
+        figures, _, cycles = _run("verilator", config, program, X, min_seconds=min_seconds,
                                   max_runs=50, threads=n)
         if cycles != single["cycles"]:
             raise RuntimeError(f"--threads {n} took {cycles} cycles, one thread "

@@ -73,8 +73,11 @@ class CompiledSystem(System):
         self.reply_timeout = number("reply_timeout", DEFAULT_TIMEOUT if reply_timeout is None
                                     else reply_timeout, 0, open_lo=True)
         self.loop_seconds = 0.0
-        self.harness = build_harness(self.config, waves=bool(waves), threads=threads,
-                                     hierarchical=hierarchical)
+        try:
+            self.harness = build_harness(self.config, waves=bool(waves), threads=threads,
+                                         hierarchical=hierarchical)
+        except RuntimeError as error:       # a failed build names its log
+            raise SimulationError(str(error)) from None
         self._folder = Path(tempfile.mkdtemp(prefix="wse-compiled-"))
         self.waves = None
         command = [str(self.harness.executable), "--reset-cycles", str(self.reset_cycles),

@@ -12,6 +12,7 @@ like the cocotb builds (``docs/sim.md``).
 import hashlib
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,7 +152,8 @@ def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=Non
     with locked(directory):
         stamp = directory / "build_seconds"
         if not (executable.is_file() and stamp.is_file()):
-            seconds = _verilate(directory, top, text, header, vlt, args, cxxflags, jobs)
+            seconds = _verilate(directory, top, text, header, vlt, source, args,
+                                 cxxflags, jobs)
             stamp.write_text(f"{seconds:.3f}\n")
         build_seconds = float(stamp.read_text())
     return Harness(executable=executable, directory=directory, top=top, waves=waves,
@@ -160,26 +162,22 @@ def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=Non
                    outputs=outputs)
 
 
-def _verilate(directory, top, text, header, vlt, args, cxxflags, jobs):
+def _verilate(directory, top, text, header, vlt, source, args, cxxflags, jobs):
     """Verilate and compile into ``directory``; the wall-clock seconds it took."""
-    import time
-
     started = time.monotonic()
     (directory / f"{top}.v").write_text(text)
     (directory / "ports.h").write_text(header)
     (directory / "harness.vlt").write_text(vlt)
     harness = directory / HARNESS.name
-    harness.write_text(HARNESS.read_text())
+    harness.write_text(source)
     jobs = jobs or os.cpu_count() or 1
     command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), *args,
                "--top-module", "wse_harness", "-o", "mesh_harness",
                "-CFLAGS", " ".join([*cxxflags, f"-I{directory}"]),
                "harness.vlt", f"{top}.v", harness.name]
-    env = {**os.environ, "OPT_FAST": "-O2", "OPT_SLOW": "-O1"}
-    log = directory / "build.log"
+    log = directory / "build.log"     # -CFLAGS's -O2 comes after Verilator's -Os: it wins
     with open(log, "w") as out:
-        done = subprocess.run(command, cwd=directory, stdout=out, stderr=subprocess.STDOUT,
-                              env=env)
+        done = subprocess.run(command, cwd=directory, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-5:])
         raise RuntimeError(f"building the compiled {top} failed (log: {log}):\n{tail}")

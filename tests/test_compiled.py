@@ -139,6 +139,16 @@ def test_a_simulator_that_dies_is_a_one_line_error():
     rtl.close()     # nothing left to do
 
 
+def test_a_failed_build_is_a_simulation_error_naming_its_log(monkeypatch, tmp_path):
+    from wse.sim import compiled
+
+    monkeypatch.setattr(compiled, "_VERILATOR_ARGS", [*compiled._VERILATOR_ARGS, "--no-such"])
+    monkeypatch.setattr(compiled, "BUILD_ROOT", tmp_path)
+    with pytest.raises(SimulationError, match=r"^building the compiled wse_mesh_1x1 failed "
+                                              r"\(log: .*build\.log\):"):
+        CompiledSystem(MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4))
+
+
 def test_the_wrapper_ties_outlets_ready_and_registers_the_reset():
     verilog, header, inputs, outputs = harness_top(MESH_2X3, "wse_mesh_2x3")
     assert inputs == ("s_axis_w0", "s_axis_w1") and outputs == tuple(
