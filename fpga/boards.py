@@ -38,6 +38,11 @@ class Board:
         :class:`~fabric.config.MeshConfig` fields other than ``rows`` and ``cols``.
     synth_opts : str
         Options of Yosys's ``synth_<family>``.
+    nextpnr_opts : str
+        Options of nextpnr besides the report, the seed and ``--timing-allow-fail``.
+    keep_tiles : bool
+        Whether a mesh of more than one tile synthesises the shared tile module once and keeps
+        it (``fpga/build.py``), or flattens every tile into the top.
     reset_button : (str, int) or None
         Button resource that resets the mesh while pressed.
     leds : dict
@@ -55,6 +60,8 @@ class Board:
     default_mesh: tuple
     config: dict = field(default_factory=dict)
     synth_opts: str = ""
+    nextpnr_opts: str = ""
+    keep_tiles: bool = True
     reset_button: tuple = None
     leds: dict = field(default_factory=dict)
     baud: int = 115200
@@ -83,12 +90,14 @@ BOARDS = {
     ),
     "ulx3s-85f": Board(
         name="ulx3s-85f", platform=ULX3S_85F_Platform, family="ecp5", target_mhz=25,
-        # 4x4 is the goal. The router is now about 2000 LUT4 (docs/router.md), but a strapped
-        # tile is still above the 83 640 / 16 a 4x4 allows (`wse build --part tile --device
-        # ecp5-85f --mesh 4x4`, seed 1: 4963 LUT4 at 51 MHz with this core; 5365 LUT4 at
-        # 49 MHz with the simulators' 8 accumulator buffers). The default, what `make
-        # bitstream` builds, stays the 1x1 that closes.
-        default_mesh=(1, 1),
+        # The 4x4, flattened: each position folds its straps (routes, colors, row, column) and
+        # drops the logic of edge ports that lead nowhere, about 4000 LUT4 places a tile against
+        # about 5400 for one kept tile module, sixteen of which exceed the 83 640 LUT4s. nextpnr's
+        # router2 routes it in about 12 minutes where router1 had not converged after 15
+        # (docs/fpga.md).
+        default_mesh=(4, 4),
+        keep_tiles=False,
+        nextpnr_opts="--router router2",
         # The simulators' cores (MeshConfig's defaults) but 4 accumulator buffers, not 8: the
         # buffers are LUT RAM behind a multiplexer, and 4 of them save about 400 LUT4 a tile.
         # Timing only (a row runs at most 3 outputs ahead of a slower neighbour, not 7): results

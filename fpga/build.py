@@ -103,14 +103,17 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     files = top.verilog_files()
     for filename, text in files.items():
         platform.add_file(filename, text)
-    keep_tiles = (rows * cols > 1 if keep_tiles is None else bool(keep_tiles)) and bool(files)
+    if keep_tiles is None:
+        keep_tiles = rows * cols > 1 and board.keep_tiles
+    keep_tiles = bool(keep_tiles) and bool(files)
     hierarchy = ({"script_after_read": f"setattr -mod -set keep_hierarchy 1 {TILE_MODULE}"}
                  if keep_tiles else {})
     plan = platform.build(
         top, name="top", build_dir=str(build_dir), do_build=False,
         synth_opts=board.synth_opts, **hierarchy,
         script_after_synth="tee -q -o stat.json stat -json",
-        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {int(seed)}")
+        nextpnr_opts=" ".join(filter(None, (board.nextpnr_opts, "--report report.json",
+                                            f"--timing-allow-fail --seed {int(seed)}"))))
     plan.extract(str(build_dir))
     log = build_dir / "build.log"
     code = run_script(f"{plan.script}.sh", build_dir, env, timeout, log)

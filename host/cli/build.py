@@ -111,10 +111,10 @@ def _part_table(result):
               help="Build directory (one folder per build).")
 @click.option("--clock", "clock_mhz", type=Number(min=0, min_open=True), default=None,
               help="Target clock in MHz [default: the board's].")
-@click.option("--flatten", is_flag=True,
-              help="Flatten every tile of a --board build into the top instead of synthesising "
-                   "the tile module once (the default for meshes of more than one tile): "
-                   "smaller, but YoWASP Yosys ran out of stack on a flattened 4x4 ECP5 mesh.")
+@click.option("--flatten/--keep-tiles", default=None,
+              help="Flatten every tile of a --board build into the top (each position folds its "
+                   "straps), or synthesise the shared tile module once and keep it [default: "
+                   "the board's: the ULX3S flattens, the iCEBreaker keeps; docs/fpga.md].")
 @click.option("--seed", type=int, default=None, help="nextpnr placer seed of a board build "
               "[default: 1].")
 @click.option("--seeds", default=None, metavar="N,N,...", callback=_seeds,
@@ -130,7 +130,7 @@ def build(board_name, part, device, mesh, out, clock_mhz, flatten, seed, seeds, 
     LUTs, FFs, block RAMs, DSPs, fmax against the target clock. Or build one --part alone for a
     --device, out of context at 100 MHz once per seed, and report LUT4, LUT RAM, FFs, block
     RAMs, DSPs and fmax over the seeds (docs/fpga.md)."""
-    _check_choice(board_name, part, device, mesh, clock_mhz, flatten or None, seed, seeds)
+    _check_choice(board_name, part, device, mesh, clock_mhz, flatten, seed, seeds)
     from wse.fpga.build import BuildError
     from wse.fpga.build import build as run_build
     from wse.fpga.parts import DEFAULT_SEEDS, build_part
@@ -142,7 +142,8 @@ def build(board_name, part, device, mesh, out, clock_mhz, flatten, seed, seeds, 
                                 timeout=timeout)
         else:
             result = run_build(board_name, mesh, out=out, seed=1 if seed is None else seed,
-                               timeout=timeout, keep_tiles=False if flatten else None,
+                               timeout=timeout,
+                               keep_tiles=None if flatten is None else not flatten,
                                clk_hz=None if clock_mhz is None else clock_mhz * 1e6)
     except (BuildError, ValueError) as error:
         raise click.ClickException(str(error)) from None
