@@ -29,7 +29,13 @@ HARNESS = Path(__file__).with_name("harness") / "mesh_harness.cpp"
 
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
                    "--x-assign", "fast", "--x-initial", "fast", "-O3"]
-_CXXFLAGS = ["-O2", "-std=c++17"]
+_CXXFLAGS = ["-std=c++17"]
+#: ``make`` variables of the C++ build: the code run every cycle (Verilator's "fast" files, the
+#: harness, its runtime) at -O2, the code run once (constructors, the initial settle: the
+#: "slow" files) unoptimised: a third less compiler time for the same model speed (-O3, -Os,
+#: -march=native and clang gave the model nothing, gcc's profile-guided optimisation 5 % at most
+#: for a second compile and a training run: ``docs/sim.md``).
+_MAKEFLAGS = ["OPT_FAST=-O2", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2"]
 #: Verilator configurations. ``flat``: the tile stays one C++ class instead of being inlined at
 #: every position (a 4x4 was 26 MB of C++ and three to five minutes to compile, now about one),
 #: though Verilator still writes each position's logic out on its own, so the build grows with
@@ -146,7 +152,8 @@ def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=Non
         args.append("--hierarchical")
     cxxflags = [*_CXXFLAGS, *(["-DWSE_WAVES"] if waves else [])]
     source = HARNESS.read_text()
-    digest = hashlib.sha256("\n".join([text, header, source, vlt, *args, *cxxflags]).encode())
+    digest = hashlib.sha256("\n".join([text, header, source, vlt, *args, *cxxflags,
+                                       *_MAKEFLAGS]).encode())
     directory = (root / "compiled" / f"{top}-{digest.hexdigest()[:12]}").resolve()
     executable = directory / "obj_dir" / "mesh_harness"
     with locked(directory):
@@ -174,8 +181,9 @@ def _verilate(directory, top, text, header, vlt, source, args, cxxflags, jobs):
     command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), *args,
                "--top-module", "wse_harness", "-o", "mesh_harness",
                "-CFLAGS", " ".join([*cxxflags, f"-I{directory}"]),
+               *(flag for variable in _MAKEFLAGS for flag in ("-MAKEFLAGS", variable)),
                "harness.vlt", f"{top}.v", harness.name]
-    log = directory / "build.log"     # -CFLAGS's -O2 comes after Verilator's -Os: it wins
+    log = directory / "build.log"
     with open(log, "w") as out:
         done = subprocess.run(command, cwd=directory, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0:
