@@ -166,7 +166,10 @@ class CompiledSystem(System):
             process.kill()
             process.wait()
             for stream in (process.stdin, process.stdout):
-                stream.close()
+                try:
+                    stream.close()
+                except BrokenPipeError:     # stdin's unsent request: the simulator is gone
+                    pass
             self._tidy()
 
     def close(self):
