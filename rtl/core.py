@@ -6,11 +6,12 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .core_acc import AccBuffers
+from .core_count import CounterBank
 from .core_input import InputSorter
 from .core_lane import AxpyLane
-from .core_params import COUNTERS, CoreParams
+from .core_params import CoreParams
 from .core_read import ReadEngine
-from .core_rows import RowSplit
+from .core_rows import RowSplit, below
 from .isa import ARG_BITS, AddrArg, CrArg, ReadArg, WeightPayload, core_strap_layout
 from .psum import PsumEngine
 from .validate import integer
@@ -31,7 +32,8 @@ class Core(wiring.Component):
     :class:`~rtl.core_lane.AxpyLane` with its own MAC; a zero weight costs one cycle and no
     multiply. A CR (its output feature split by a :class:`~rtl.core_rows.RowSplit`, no divider)
     hands the active buffer of the :class:`~rtl.core_acc.AccBuffers` to the
-    :class:`~rtl.psum.PsumEngine` and switches to the next (zeroed) buffer.
+    :class:`~rtl.psum.PsumEngine` and switches to the next (zeroed) buffer. The counters are a
+    :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder), read by the READ engine.
 
     Latency: an AXPY's last accumulation lands 2 cycles after its last issue. Throughput: one
     command per cycle, an AXPY in ``max(1, max over banks of nonzero tokens)`` cycles. A CR
@@ -106,7 +108,6 @@ class Core(wiring.Component):
         p, fmt = self.params, self.params.fmt
         colors, row = (self.strap, self.strap.row) if self.straps else (p.colors, p.row)
         log_tok, log_lanes = p.n_tok.bit_length() - 1, p.lanes.bit_length() - 1
-        counters = {name: Signal(32, name=name) for name in COUNTERS}
 
         # -- the parts ------------------------------------------------------------------------
         sorter = m.submodules.sorter = InputSorter(p, cmd_depth=self.cmd_depth,
@@ -114,12 +115,14 @@ class Core(wiring.Component):
         engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
         accs = m.submodules.acc = AccBuffers(p, self.acc_buffers)
         reader = m.submodules.read = ReadEngine(p)
+        bank = m.submodules.counters = CounterBank(p)
+        inc = bank.inc
+        wiring.connect(m, reader.count, bank.port)
         lanes = [AxpyLane(p, b) for b in range(p.lanes)]
         for b, lane in enumerate(lanes):
             m.submodules[f"lane{b}"] = lane
             wiring.connect(m, lane.acc, getattr(accs, f"mac{b}"))
         split = m.submodules.cr_split = RowSplit(p.rows, ARG_BITS)          # the head's CR
-        split1 = m.submodules.cr_split1 = RowSplit(p.rows, ARG_BITS)        # the CR behind it
         if self.straps:
             m.d.comb += [sorter.strap.eq(self.strap), engine.strap.eq(self.strap)]
         wiring.connect(m, wiring.flipped(self.i), sorter.i)
@@ -133,8 +136,8 @@ class Core(wiring.Component):
         # counted a cycle later: the ramp's offer and the core's accept are one combinational
         # path through the router, and the counter's adder does not need to be on it
         taken = Signal.like(sorter.taken)
-        m.d.sync += [taken.eq(sorter.taken),
-                     counters["wavelets_in"].eq(counters["wavelets_in"] + taken)]
+        m.d.sync += taken.eq(sorter.taken)
+        m.d.comb += inc.wavelets_in.eq(taken[0] + taken[1] + taken[2])
 
         y = m.submodules.y = Memory(shape=fmt.operand_shape, depth=p.n_out * p.n_tok, init=[])
         y_rp, y_wp = y.read_port(), y.write_port()
@@ -142,7 +145,7 @@ class Core(wiring.Component):
             y_wp.addr.eq(engine.y_address), y_wp.data.eq(engine.y_value),
             y_wp.en.eq(engine.y_write),
             y_rp.addr.eq(reader.y_address), y_rp.en.eq(reader.y_read), reader.y_data.eq(y_rp.data),
-            reader.counters.eq(Cat(counters[name] for name in COUNTERS)),
+            reader.overflow.eq(self.overflow),          # the ``overflow`` counter is the flag
             reader.out_color.eq(colors.out),
         ]
         for b, lane in enumerate(lanes):
@@ -154,7 +157,7 @@ class Core(wiring.Component):
         head = cmd.head
         ctrl = data.View(ControlPayload, head.data)
         arg, op = ctrl.arg, ctrl.op.as_value()
-        is_weight, is_data = head.color == colors.weight, ~head.ctrl
+        is_weight, is_data = head.is_weight, ~head.ctrl
         value = fmt.operand_from_bits(head.data)
         zero_value = fmt.is_zero(value)
         slot = data.View(WeightPayload, head.data).slot
@@ -180,17 +183,17 @@ class Core(wiring.Component):
         with m.If(reader.active):
             pass                                           # the READ engine's cycle
         with m.Elif(cmd.valid):
-            with m.If((head.color != colors.cmd) & ~is_weight):                   # foreign
+            with m.If(~head.is_cmd & ~is_weight):                                 # foreign
                 m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
             with m.Elif(is_data & ~is_weight):                                    # LOAD
                 m.d.comb += [pop.eq(1), busy.eq(1)]
                 m.d.sync += ptr.eq(ptr + 1)
-                with m.If(ptr < p.n_feat * p.n_tok):
+                with m.If(below(ptr, p.n_feat * p.n_tok)):
                     m.d.comb += load.eq(1)
                 with m.Else():
                     m.d.comb += error_now.eq(1)
             with m.Elif(is_data):                                                 # AXPY
-                self._axpy(m, counters, zero_value, slot, lanes, active, walk, pop, busy,
+                self._axpy(m, inc, zero_value, slot, lanes, active, walk, pop, busy,
                            error_now, axpy_done)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
@@ -202,7 +205,7 @@ class Core(wiring.Component):
                     m.d.comb += [pop.eq(1), busy.eq(1), reader.start.eq(1)]
             with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
                 raw = op == ControlOp.CR_OUT.value
-                with m.If(~raw & (split.owner == row) & (split.slot >= p.n_out)):
+                with m.If(~raw & (split.owner == row) & ~below(split.slot, p.n_out)):
                     m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
                 with m.Elif(accs.full):
                     m.d.comb += stall.eq(1)
@@ -217,24 +220,18 @@ class Core(wiring.Component):
         m.d.comb += reader.arg.eq(data.View(ReadArg, arg))
 
         # -- a CR right behind an AXPY rides on the AXPY's last cycle ------------------------------
+        # (the input sorter worked out whether it is one, and its job, as it was written)
         nxt = cmd.next
-        nxt_ctrl = data.View(ControlPayload, nxt.data)
-        nxt_op = nxt_ctrl.op.as_value()
-        nxt_raw = nxt_op == ControlOp.CR_OUT.value
         fuse = Signal()
         m.d.comb += [
-            split1.o.eq(data.View(CrArg, nxt_ctrl.arg).o),
-            fuse.eq(axpy_done & cmd.next_valid & nxt.ctrl
-                    & ((nxt.color == colors.weight) | (nxt.color == colors.cmd))
-                    & nxt_op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)
-                    & (nxt_raw | (split1.owner != row) | (split1.slot < p.n_out))
-                    & ~accs.full),
+            fuse.eq(axpy_done & cmd.next_valid & nxt.cr
+                    & (nxt.job.raw | (nxt.job.owner != row) | nxt.in_y) & ~accs.full),
             cmd.take2.eq(fuse),
             accs.retire.eq(retire | fuse),
             # every field, in every cycle (the CR queue takes it only with ``retire``)
-            accs.retire_job.slot.eq(Mux(fuse, split1.slot, split.slot)),
-            accs.retire_job.owner.eq(Mux(fuse, split1.owner, split.owner)),
-            accs.retire_job.raw.eq(Mux(fuse, nxt_raw, op == ControlOp.CR_OUT.value)),
+            accs.retire_job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
+            accs.retire_job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
+            accs.retire_job.raw.eq(Mux(fuse, nxt.job.raw, op == ControlOp.CR_OUT.value)),
         ]
 
         # -- output: engine first, then READ replies, through one register ------------------------
@@ -247,29 +244,29 @@ class Core(wiring.Component):
         with m.Elif(out_free & reader.out.valid):
             m.d.comb += reader.out.ready.eq(1)
             m.d.sync += [self.o.payload.eq(reader.out.payload), self.o.valid.eq(1)]
-        with m.If((engine.out.valid & engine.out.ready) | (reader.out.valid & reader.out.ready)):
-            m.d.sync += counters["wavelets_out"].eq(counters["wavelets_out"] + 1)
 
         # -- counters and flags -----------------------------------------------------------------
-        with m.If(busy | reader.busy):
-            m.d.sync += counters["busy_cycles"].eq(counters["busy_cycles"] + 1)
-        with m.If(stall | reader.stall):
-            m.d.sync += counters["stall_cycles"].eq(counters["stall_cycles"] + 1)
+        m.d.comb += [
+            inc.wavelets_out.eq((engine.out.valid & engine.out.ready)
+                                | (reader.out.valid & reader.out.ready)),
+            inc.busy_cycles.eq(busy | reader.busy), inc.stall_cycles.eq(stall | reader.stall),
+            inc.errors.eq(error_now | reader.error),
+        ]
         with m.If(error_now | reader.error):
-            m.d.sync += [counters["errors"].eq(counters["errors"] + 1), self.error.eq(1)]
+            m.d.sync += self.error.eq(1)
         with m.If(Cat(*(lane.overflow for lane in lanes), engine.overflow).any()):
-            m.d.sync += [counters["overflow"].eq(1), self.overflow.eq(1)]
+            m.d.sync += self.overflow.eq(1)
         m.d.comb += self.idle.eq(~(cmd.valid | sorter.psum_n.valid | sorter.psum_s.valid
                                    | active | pipeline_busy | accs.pending | reader.active
                                    | engine.y_write | self.o.valid))
         return m
 
-    def _axpy(self, m, counters, zero_value, slot, lanes, active, walk, pop, busy, error_now,
+    def _axpy(self, m, inc, zero_value, slot, lanes, active, walk, pop, busy, error_now,
               axpy_done):
         """One cycle of an AXPY: every lane issues the lowest nonzero token it has left."""
         p = self.params
         m.d.comb += busy.eq(1)
-        with m.If(slot >= p.n_feat):
+        with m.If(~below(slot, p.n_feat)):
             m.d.comb += [pop.eq(1), error_now.eq(1)]
         with m.Else():
             m.d.comb += walk.eq(1)
@@ -281,11 +278,7 @@ class Core(wiring.Component):
             with m.If(~active):
                 nonzero = sum(lane.nonzero for lane in lanes)
                 with m.If(~zero_value):
-                    m.d.sync += [
-                        counters["macs_issued"].eq(counters["macs_issued"] + nonzero),
-                        counters["macs_skipped_act"].eq(
-                            counters["macs_skipped_act"] + p.n_tok - nonzero),
-                    ]
+                    m.d.comb += [inc.macs_issued.eq(nonzero),
+                                 inc.macs_skipped_act.eq(p.n_tok - nonzero)]
                 with m.Else():
-                    m.d.sync += counters["macs_skipped_weight"].eq(
-                        counters["macs_skipped_weight"] + p.n_tok)
+                    m.d.comb += inc.macs_skipped_weight.eq(1)

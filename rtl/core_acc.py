@@ -21,17 +21,23 @@ class AccBuffers(wiring.Component):
 
     The MACs add into the active buffer (the one current at the AXPY's ``issue``). ``retire``
     (a carriage return) hands the active buffer, with its job, to the engine's queue and makes
-    the next one active; the engine reduces retired buffers oldest first, zeroing them as it
-    reads them. A buffer retired in the last issue cycle of an AXPY may still have that AXPY's
-    last token one stage into a MAC: the engine waits a cycle before it starts on that buffer
-    while finishing another (an idle engine reads it a cycle later anyway).
+    the next one active, all zero; the engine reduces retired buffers oldest first. A buffer
+    retired in the last issue cycle of an AXPY may still have that AXPY's last token one stage
+    into a MAC: the engine waits a cycle before it starts on that buffer while finishing
+    another (an idle engine reads it a cycle later anyway).
 
-    Each bank of each buffer is a small LUT RAM read asynchronously, by its lane's MAC or by
-    the engine when that MAC does not, into the reader's register (one per lane for the MAC,
-    one per bank for the engine), which takes what a MAC writes to that word in the same cycle
-    (a transparent read); written by the MAC, or cleared by the engine. Block RAM put its
-    clock-to-out and the buffer multiplexer in front of the engine's adders: the tile's
-    critical path (``docs/pe.md``, "Implementation notes").
+    Each bank (every buffer's words of it) is one LUT RAM, written by its lane's MAC alone and
+    read asynchronously through two ports, the MAC's and the engine's, into the reader's
+    register, which takes what the MAC writes to that word in the same cycle (a transparent
+    read). Nothing clears a word: a flag per word says whether the MAC wrote it since its
+    buffer became active (all of a buffer's flags clear then, and at reset), and a word whose
+    flag is clear loads its reader's register with 0 (the register's synchronous reset). So
+    the buffer multiplexer is the memory's address, not LUTs after it, and the engine's clears
+    need no second write port: on the ECP5 the 4 buffers of the ULX3S cost the 32 LUT-RAM cells
+    they did as 4 memories, without the buffer multiplexers and the zero writes. Block RAM put
+    its clock-to-out and the buffer multiplexer in front of the engine's adders: the tile's
+    critical path (``docs/pe.md``, "Implementation notes"). Unlike the block RAM, and the LUT
+    RAM before the flags, a reset leaves every buffer zero.
 
     Parameters
     ----------
@@ -55,7 +61,7 @@ class AccBuffers(wiring.Component):
     job : Out(stream.Signature(cr_job_layout(rows, n_out)))
         The oldest retired buffer's job, to the engine.
     drain : In(AccDrainSignature(params))
-        The engine reading and clearing the buffer it reduces.
+        The engine reading the buffer it reduces.
     """
 
     def __init__(self, params, n_buf):
@@ -110,52 +116,54 @@ class AccBuffers(wiring.Component):
             crq.r_en.eq(self.job.valid & self.job.ready),
         ]
 
-        def read(raw, mac, k, index):
-            """Word ``index`` of buffer ``k`` as this cycle's MAC write leaves it (a transparent
-            read: the reader's register takes it). The engine never clears a word that is read
-            in the same cycle: a MAC reads a retired buffer at most one cycle after its retire,
-            before the engine's first clear, and the engine reads one token while it clears the
-            one before."""
-            hit = mac.write & (s2_buf == k) & (mac.write_index == index)
-            return Mux(hit, mac.write_data, Array(raw)[k])
+        # Which words of each buffer hold a sum: a MAC's write sets a word's bit, a buffer's
+        # bits all clear as it becomes active (the engine has read every word of it by then).
+        # A word whose bit is clear reads 0, so the engine's clears need no write port: each
+        # bank is one memory written by its MAC alone.
+        held = [Array(Signal(p.tpb, name=f"held{b}_{k}") for k in range(n_buf))
+                for b in range(p.lanes)]
+        buf_next = after(buf)
 
         # The buffer the engine reads (or would: its address is presented before ``read`` is
         # known, ``read`` only loads the engine's register).
         engine_buf = Mux(drain.read_next, ebuf_next, ebuf)
         engine_data = []
         for b, mac in enumerate(macs):
-            raw = []                        # each buffer's bank b, read combinationally
-            for k in range(n_buf):
-                # Distributed (LUT) RAM read asynchronously into a register after the buffer
-                # mux: no block RAM clock-to-out and no mux in front of the engine's adders
-                # (the tile's critical path, docs/fpga.md).
-                acc = m.submodules[f"acc{b}_{k}"] = Memory(shape=p.fmt.acc_shape, depth=p.tpb,
-                                                           init=[])
-                wp = acc.write_port()
-                rp = acc.read_port(domain="comb")
-                raw.append(rp.data)
-                m.d.comb += rp.addr.eq(0)
-                with m.If(mac.read & (s1_buf == k)):
-                    m.d.comb += rp.addr.eq(mac.read_index)
-                with m.Elif((engine_buf == k) & (drain.read_bank == b)):
-                    m.d.comb += rp.addr.eq(drain.read_index)
-                mac_writes = mac.write & (s2_buf == k)
-                clears = drain.clear & (ebuf == k) & (drain.clear_bank == b)
-                m.d.comb += [
-                    wp.addr.eq(Mux(mac_writes, mac.write_index, drain.clear_index)),
-                    wp.data.eq(Mux(mac_writes, mac.write_data, 0)),
-                    wp.en.eq(mac_writes | clears),
-                ]
-
-            # Each reader's word, registered as it is read and held until it reads again.
-            mac_word = Signal(p.fmt.acc_shape, name=f"mac{b}_word")
-            engine_word = Signal(p.fmt.acc_shape, name=f"engine{b}_word")
-            with m.If(mac.read):
-                m.d.sync += mac_word.eq(read(raw, mac, s1_buf, mac.read_index))
+            # One LUT RAM per bank, buffer ``k``'s words at ``k * tpb``: written by the MAC,
+            # read asynchronously by the MAC and by the engine (two read ports) into the
+            # reader's register (no block RAM clock-to-out in front of the engine's adders).
+            acc = m.submodules[f"acc{b}"] = Memory(shape=p.fmt.acc_shape,
+                                                   depth=n_buf * p.tpb, init=[])
+            wp = acc.write_port()
+            mac_rp = acc.read_port(domain="comb")
+            engine_rp = acc.read_port(domain="comb")
+            at = Cat(mac.write_index, s2_buf)
+            m.d.comb += [
+                wp.addr.eq(at), wp.data.eq(mac.write_data), wp.en.eq(mac.write),
+                # the MAC's read-modify-write, all in one cycle: the word as it is (0 if not held)
+                mac_rp.addr.eq(at),
+                mac.data.eq(Mux(held[b][s2_buf].bit_select(mac.write_index, 1), mac_rp.data, 0)),
+                engine_rp.addr.eq(Cat(drain.read_index, engine_buf)),
+            ]
+            # The engine's word, registered as it is read and held until it reads again; it
+            # takes what the MAC writes to that word in the same cycle (a transparent read: the
+            # last token of a buffer retired in its AXPY's last cycle). No reset (it is loaded
+            # before it is used): the flip-flops' reset input is free for the "not held" zero.
+            engine_word = Signal(p.fmt.acc_shape, name=f"engine{b}_word", reset_less=True)
+            hit = mac.write & (s2_buf == engine_buf) & (mac.write_index == drain.read_index)
+            held_word = held[b][engine_buf].bit_select(drain.read_index, 1)
             with m.If(drain.read & (drain.read_bank == b)):
-                m.d.sync += engine_word.eq(read(raw, mac, engine_buf,
-                                                drain.read_index))
-            m.d.comb += mac.data.eq(mac_word)
+                with m.If(~hit & ~held_word):
+                    m.d.sync += engine_word.eq(0)
+                with m.Else():
+                    m.d.sync += engine_word.eq(Mux(hit, mac.write_data, engine_rp.data))
             engine_data.append(engine_word)
-        m.d.comb += drain.data.eq(Array(engine_data)[drain.clear_bank])
+        for b, mac in enumerate(macs):
+            for k in range(n_buf):
+                for i in range(p.tpb):
+                    with m.If(self.retire & (buf_next == k)):
+                        m.d.sync += held[b][k][i].eq(0)
+                    with m.Elif(mac.write & (s2_buf == k) & (mac.write_index == i)):
+                        m.d.sync += held[b][k][i].eq(1)
+        m.d.comb += drain.data.eq(Array(engine_data)[drain.add_bank])
         return m

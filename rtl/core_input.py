@@ -2,16 +2,29 @@
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
-from .isa import core_strap_layout
-from .peek_fifo import PeekFIFO, PeekSignature
+from .core_rows import RowSplit, below
+from .isa import ARG_BITS, CrArg, core_strap_layout, cr_job_layout
+from .peek_fifo import LutFIFO, PeekFIFO, PeekSignature
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
 
-__all__ = ["InputSorter"]
+__all__ = ["COMMAND", "InputSorter", "cr_ahead_layout"]
+
+#: An entry of the command FIFO: the wavelet, its color as the dispatcher needs it (``cmd``,
+#: ``weight``, or neither: a foreign color).
+COMMAND = data.StructLayout({"data": 32, "ctrl": 1, "is_cmd": 1, "is_weight": 1})
+
+
+def cr_ahead_layout(rows, n_out):
+    """What the dispatcher sees of the command behind the one it runs: whether it is a
+    carriage return (``cr``: CR or CR_OUT, on ``cmd`` or ``weight``), whether its result slot
+    ``o // rows`` is in ``Y`` (``in_y``: ``o < n_out * rows``), and its job
+    (:func:`~rtl.isa.cr_job_layout`). It hands its buffer over unless it is a CR (not a CR_OUT)
+    of this row with a slot outside ``Y`` (an error)."""
+    return data.StructLayout({"cr": 1, "in_y": 1, "job": cr_job_layout(rows, n_out)})
 
 
 class InputSorter(wiring.Component):
@@ -49,11 +62,13 @@ class InputSorter(wiring.Component):
         What ``i`` would take this cycle: bit 0 a command of any color but ``cmd`` and the psum
         colors (``weight``, foreign colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s``,
         bit 3 ``cmd`` (always, while another column is selected).
-    taken : Out(range(4))
-        Wavelets kept this cycle, over the three inputs (SELECTs and discarded ``cmd``
-        wavelets are not: ``wavelets_in`` counts what the core keeps).
-    cmd : Out(PeekSignature(Wavelet))
-        The command FIFO's first two entries.
+    taken : Out(3)
+        Which inputs gave a wavelet the core keeps this cycle: bit 0 ``i``, 1 ``psum_n_in``,
+        2 ``psum_s_in`` (SELECTs and discarded ``cmd`` wavelets are not kept: ``wavelets_in``
+        counts what the core keeps).
+    cmd : Out(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out)))
+        The command FIFO's head, and what the dispatcher needs of the entry behind it (worked
+        out here, as it is written: no second copy of the entry).
     psum_n, psum_s : Out(stream.Signature(32))
         The psum FIFOs' heads, in arrival order.
     strap : In(core_strap_layout(rows, cols))
@@ -72,8 +87,9 @@ class InputSorter(wiring.Component):
             "psum_n_in": In(stream.Signature(32)),
             "psum_s_in": In(stream.Signature(32)),
             "accept":    Out(4),
-            "taken":     Out(range(4)),
-            "cmd":       Out(PeekSignature(Wavelet)),
+            "taken":     Out(3),
+            "cmd":       Out(PeekSignature(COMMAND, cr_ahead_layout(params.rows,
+                                                                    params.n_out))),
             "psum_n":    Out(stream.Signature(32)),
             "psum_s":    Out(stream.Signature(32)),
         }
@@ -84,14 +100,15 @@ class InputSorter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         colors = self.strap if self.straps else self.params.colors
-        cmdq = m.submodules.cmd_fifo = PeekFIFO(Wavelet, self.cmd_depth)
-        pnq = m.submodules.psum_n_fifo = SyncFIFO(width=32, depth=self.psum_depth)
-        psq = m.submodules.psum_s_fifo = SyncFIFO(width=32, depth=self.psum_depth)
-        wiring.connect(m, cmdq.r, wiring.flipped(self.cmd))
-        wiring.connect(m, pnq.r_stream, wiring.flipped(self.psum_n))
-        wiring.connect(m, psq.r_stream, wiring.flipped(self.psum_s))
-
         p = self.params
+        cmdq = m.submodules.cmd_fifo = PeekFIFO(COMMAND, self.cmd_depth,
+                                                cr_ahead_layout(p.rows, p.n_out))
+        pnq = m.submodules.psum_n_fifo = LutFIFO(32, self.psum_depth)
+        psq = m.submodules.psum_s_fifo = LutFIFO(32, self.psum_depth)
+        wiring.connect(m, cmdq.r, wiring.flipped(self.cmd))
+        wiring.connect(m, pnq.r, wiring.flipped(self.psum_n))
+        wiring.connect(m, psq.r, wiring.flipped(self.psum_s))
+
         col = self.strap.col if self.straps else p.col
         color = self.i.payload.color
         to_n, to_s = color == colors.psum_from_n, color == colors.psum_from_s
@@ -109,23 +126,37 @@ class InputSorter(wiring.Component):
         cmd_room = cmdq.w.ready | ~selected
         with m.If(self.i.valid & self.i.ready & is_select):
             m.d.sync += [sel_col.eq(arg[:width]), sel_far.eq(arg[width:].any())]
-        m.d.comb += [cmdq.w.payload.eq(self.i.payload),
-                     cmdq.w.valid.eq(self.i.valid & to_cmd & ~discard)]
+        # the entry, and what the dispatcher needs if it is a CR (for the command in front of it)
+        split = m.submodules.cr_split = RowSplit(p.rows, ARG_BITS)
+        o, op = data.View(CrArg, arg).o, control.op.as_value()
+        is_weight = color == colors.weight
+        ahead = cmdq.w_peek
+        m.d.comb += [
+            cmdq.w.payload.data.eq(self.i.payload.data),
+            cmdq.w.payload.ctrl.eq(self.i.payload.ctrl),
+            cmdq.w.payload.is_cmd.eq(is_cmd), cmdq.w.payload.is_weight.eq(is_weight),
+            cmdq.w.valid.eq(self.i.valid & to_cmd & ~discard),
+            split.o.eq(o),
+            ahead.job.slot.eq(split.slot), ahead.job.owner.eq(split.owner),
+            ahead.job.raw.eq(op == ControlOp.CR_OUT.value),
+            ahead.cr.eq(self.i.payload.ctrl & (is_cmd | is_weight)
+                        & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
+            ahead.in_y.eq(below(o, p.n_out * p.rows)),          # o // rows < n_out
+        ]
         room = []
         for fifo, direct, ramp in ((pnq, self.psum_n_in, to_n), (psq, self.psum_s_in, to_s)):
-            room.append(fifo.w_rdy & ~direct.valid)
+            room.append(fifo.w.ready & ~direct.valid)
             m.d.comb += [
-                direct.ready.eq(fifo.w_rdy),
-                fifo.w_data.eq(Mux(direct.valid, direct.payload, self.i.payload.data)),
-                fifo.w_en.eq(direct.valid | (self.i.valid & ramp)),
+                direct.ready.eq(fifo.w.ready),
+                fifo.w.payload.eq(Mux(direct.valid, direct.payload, self.i.payload.data)),
+                fifo.w.valid.eq(direct.valid | (self.i.valid & ramp)),
             ]
         m.d.comb += [
             self.i.ready.eq(Mux(to_cmd, Mux(is_cmd, cmd_room, cmdq.w.ready),
                                 Mux(to_n, room[0], room[1]))),
             self.accept.eq(Cat(cmdq.w.ready, room[0], room[1], cmd_room)),
         ]
-        taken = Cat(self.i.valid & self.i.ready & ~discard,
-                    self.psum_n_in.valid & self.psum_n_in.ready,
-                    self.psum_s_in.valid & self.psum_s_in.ready)
-        m.d.comb += self.taken.eq(taken[0] + taken[1] + taken[2])
+        m.d.comb += self.taken.eq(Cat(self.i.valid & self.i.ready & ~discard,
+                                      self.psum_n_in.valid & self.psum_n_in.ready,
+                                      self.psum_s_in.valid & self.psum_s_in.ready))
         return m

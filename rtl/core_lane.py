@@ -1,7 +1,7 @@
 """One lane of the core: its bank of ``X``, the bank's nonzero masks, the zero-skip walk of an
 AXPY over them, and the lane's MAC."""
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -13,27 +13,41 @@ from .validate import integer
 __all__ = ["AccPortSignature", "AxpyLane"]
 
 
+def _at_most_one(bits):
+    """``(any, several)`` of a value's bits, as a balanced tree of LUT-sized steps."""
+    if len(bits) == 1:
+        return bits[0], Const(0)
+    half = len(bits) // 2
+    (a, a2), (b, b2) = _at_most_one(bits[:half]), _at_most_one(bits[half:])
+    return a | b, a2 | b2 | (a & b)
+
+
 class AccPortSignature(wiring.Signature):
     """A lane's MAC to its bank of the accumulator buffers (the MAC's side).
 
+    The whole read-modify-write of a token's accumulator is in ``s2``: the accumulator is read
+    asynchronously and the sum written back at the end of the cycle, so the next token's read,
+    a cycle later, sees it (no forwarding).
+
     Members
     -------
-    read, read_index : Out
-        ``s1``: read the accumulator of bank index ``read_index`` (of the buffer the AXPY
-        was issued to); its value is ``data`` in the next cycle.
+    read : Out(1)
+        ``s1``: a token is one stage from its accumulator (of the buffer the AXPY was issued
+        to): the buffers keep the partial-sum engine off that buffer for the cycle.
+    write, write_index : Out
+        ``s2``: read-modify-write the accumulator of bank index ``write_index``.
     data : In(acc_shape)
-        ``s2``: the accumulator read the cycle before.
-    write, write_index, write_data : Out
-        ``s2``: write the sum back.
+        ``s2``: that accumulator (combinational).
+    write_data : Out(acc_shape)
+        ``s2``: the sum, written back at the end of the cycle.
     """
 
     def __init__(self, params):
         super().__init__({
             "read":        Out(1),
-            "read_index":  Out(range(params.tpb)),
-            "data":        In(params.fmt.acc_shape),
             "write":       Out(1),
             "write_index": Out(range(params.tpb)),
+            "data":        In(params.fmt.acc_shape),
             "write_data":  Out(params.fmt.acc_shape),
         })
 
@@ -46,8 +60,9 @@ class AxpyLane(wiring.Component):
     An AXPY walks the nonzero tokens of the slot's mask, lowest first, one a cycle (``walk``):
     the first cycle takes the mask (none with a zero ``weight``), later ones (``active``) what
     is left; ``done`` says nothing is left after this cycle's token. Each token goes through
-    the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle (``s1``), the accumulator
-    in the next and written back in the one after (``s2``).
+    the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle, multiplied by the weight
+    in the next (``s1``), and the product added to the accumulator, read and written back in
+    the one after (``s2``).
 
     Latency: a token's sum is written 2 cycles after its walk cycle. Throughput: one token a
     cycle. Bad input: the dispatcher checks slots and LOAD addresses before it asks.
@@ -124,7 +139,7 @@ class AxpyLane(wiring.Component):
         # LOAD: the operand and its mask bit (read, modify, write in one cycle).
         bit = Const(1, tpb) << self.load_index
         m.d.comb += [
-            x_wp.addr.eq(self.feature * tpb + self.load_index), x_wp.data.eq(self.load_value),
+            x_wp.addr.eq(Cat(self.load_index, self.feature)), x_wp.data.eq(self.load_value),
             x_wp.en.eq(self.load),
             mask_wp.addr.eq(self.feature), mask_wp.en.eq(self.load),
             mask_wp.data.eq(Mux(fmt.is_zero(self.load_value), mask & ~bit, mask | bit)),
@@ -140,9 +155,12 @@ class AxpyLane(wiring.Component):
             with m.If(lowest[i]):
                 m.d.comb += index.eq(i)
         left = candidates & ~lowest
-        m.d.comb += self.done.eq(left == 0)
+        # done: at most one candidate, from a tree of (any, more than one) pairs, not from
+        # ``left`` (a carry chain): it decides the dispatcher's pop, the tile's critical path
+        m.d.comb += self.done.eq(~_at_most_one(candidates)[1])
 
-        # s1: X read returned; s2: the accumulator read returned (the MAC's two stages).
+        # s1: X read returned; s2: the accumulator read, added to and written (the MAC's two
+        # stages).
         s1_valid, s1_index, s2_index = Signal(), Signal(range(tpb)), Signal(range(tpb))
         s1_weight = Signal(fmt.operand_shape)
         m.d.sync += s1_valid.eq(0)
@@ -150,14 +168,13 @@ class AxpyLane(wiring.Component):
             m.d.sync += [s1_valid.eq(candidates != 0), s1_index.eq(index),
                          remaining.eq(left), s1_weight.eq(self.weight)]
         m.d.comb += [
-            x_rp.addr.eq(Mux(self.walk, self.feature * tpb + index, self.read_address)),
+            x_rp.addr.eq(Mux(self.walk, Cat(index, self.feature), self.read_address)),
             x_rp.en.eq((self.walk & (candidates != 0)) | self.read),
         ]
         m.d.sync += s2_index.eq(s1_index)
         m.d.comb += [
             mac.valid.eq(s1_valid), mac.a.eq(s1_weight), mac.b.eq(x_rp.data),
-            self.acc.read.eq(s1_valid), self.acc.read_index.eq(s1_index),
-            mac.acc.eq(self.acc.data),
+            self.acc.read.eq(s1_valid), mac.acc.eq(self.acc.data),
             self.acc.write.eq(mac.s1_valid), self.acc.write_index.eq(s2_index),
             self.acc.write_data.eq(mac.sum),
             self.busy.eq(s1_valid | mac.s1_valid),

@@ -1,10 +1,12 @@
 """The core's READ engine: words of ``X``, ``Y`` or the counters, out on the ``out`` color."""
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .core_count import BANKED, CounterReadSignature
 from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
+from .core_rows import below
 from .isa import ReadArg
 from .wavelet import Wavelet
 
@@ -23,14 +25,22 @@ class ReadEngine(wiring.Component):
     cycle it is taken, a stall while it waits). A READ of length 0 does nothing. Bad input: an
     address outside the map reads 0 and raises ``error`` as its word is taken.
 
+    The three counters of :data:`SNAPSHOT` change while a READ runs only by what it adds itself
+    (its start cycle and two cycles a word are busy, a wavelet out a word, an error a bad word:
+    the core is otherwise idle), so the engine counts its words and bad words and takes them off
+    the counter it reads (``count.less``) instead of keeping copies of the three at ``start``.
+
     Members
     -------
     start, arg : In
         Begin the READ ``arg`` (:class:`~rtl.isa.ReadArg`); only while not ``active``.
     active : Out(1)
         A READ is running (the dispatcher waits for it).
-    counters : In(ArrayLayout(32, len(COUNTERS)))
-        The live counters, in ``COUNTERS`` order.
+    count : Out(CounterReadSignature())
+        To the :class:`~rtl.core_count.CounterBank`: a counter as it is now, less this READ's
+        own increments so far for the three it reports as they were at ``start``.
+    overflow : In(1)
+        The ``overflow`` counter (a flag).
     x_read, x_address : Out
         Fetch ``X`` word ``x_address`` of bank ``b`` (bit ``b`` of ``x_read``).
     x_data : In(ArrayLayout(operand_shape, lanes))
@@ -52,7 +62,8 @@ class ReadEngine(wiring.Component):
             "start":     In(1),
             "arg":       In(ReadArg),
             "active":    Out(1),
-            "counters":  In(data.ArrayLayout(32, len(COUNTERS))),
+            "count":     Out(CounterReadSignature()),
+            "overflow":  In(1),
             "x_read":    Out(params.lanes),
             "x_address": Out(range(params.n_feat * params.tpb)),
             "x_data":    In(data.ArrayLayout(fmt.operand_shape, params.lanes)),
@@ -69,43 +80,52 @@ class ReadEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        lanes, tpb = p.lanes, p.tpb
+        lanes = p.lanes
         log_tok, log_lanes = p.n_tok.bit_length() - 1, lanes.bit_length() - 1
         send = Signal()
-        address, left = Signal(16), Signal(len(self.arg.len))
+        address, length = Signal(16), Signal(len(self.arg.len))
+        # words of this READ taken so far, and how many of them were bad: the busy cycles,
+        # wavelets out and errors it has added to the counters since it started
+        done, bad = Signal(len(self.arg.len)), Signal(len(self.arg.len))
         # written before they are read (no reset: a reset beside the enable costs a LUT a bit)
         word = Signal(32, reset_less=True)
         bank = Signal(range(lanes), reset_less=True)
         region = Signal(2, reset_less=True)               # 0 X, 1 Y, 2 counter, 3 bad
-        snapshot = {name: Signal(32, name=f"snap_{name}", reset_less=True) for name in SNAPSHOT}
-        live = [snapshot.get(name, self.counters[k]) for k, name in enumerate(COUNTERS)]
 
         with m.If(self.start):
-            m.d.sync += [address.eq(self.arg.addr), left.eq(self.arg.len),
-                         self.active.eq(self.arg.len != 0), send.eq(0)]
-            m.d.sync += [snapshot[name].eq(self.counters[COUNTERS.index(name)])
-                         for name in SNAPSHOT]
+            m.d.sync += [address.eq(self.arg.addr), length.eq(self.arg.len), done.eq(0),
+                         bad.eq(0), self.active.eq(self.arg.len != 0), send.eq(0)]
 
-        in_x = address < p.n_feat * p.n_tok
-        in_y = (address >= Y_BASE) & (address < Y_BASE + p.n_out * p.n_tok)
-        in_c = (address >= COUNTER_BASE) & (address < COUNTER_BASE + len(COUNTERS))
+        # the regions, without carry chains (Y_BASE is bit 15, COUNTER_BASE the top byte)
+        in_x = below(address, p.n_feat * p.n_tok)
+        in_y = address[15] & below(address[:15], p.n_out * p.n_tok)
+        in_c = (address[8:] == COUNTER_BASE >> 8) & below(address[:8], len(COUNTERS))
         t = address[:log_tok]                              # the token: bank, then index
+        # the counter at ``address`` (its low bits: COUNTER_BASE's are zero), less this READ's
+        # own increments for those reported as they were at ``start`` (one busy cycle for the
+        # READ's own, two per word taken; a wavelet out per word; an error per bad word)
+        k = address[:4]
+        less = Mux(k == COUNTERS.index("busy_cycles"), Cat(1, done),
+                   Mux(k == COUNTERS.index("wavelets_out"), done,
+                       Mux(k == COUNTERS.index("errors"), bad, 0)))
         with m.If(self.active & ~send):
             m.d.comb += self.busy.eq(1)
-            f = address >> log_tok
-            m.d.comb += [self.x_address.eq(f * tpb + (t >> log_lanes)),
+            # feature * tpb + index: the token's bank bits taken out (tpb is a power of two)
+            m.d.comb += [self.x_address.eq(Cat(address[log_lanes:log_tok], address[log_tok:])),
                          self.x_read.eq(Mux(in_x, Const(1, lanes) << t[:log_lanes], 0)),
-                         self.y_address.eq(address - Y_BASE), self.y_read.eq(in_y)]
+                         self.y_address.eq(address - Y_BASE), self.y_read.eq(in_y),
+                         self.count.read.eq(1), self.count.index.eq(address[:3]),
+                         self.count.less.eq(less)]
             m.d.sync += [
                 bank.eq(t[:log_lanes]),
                 region.eq(Mux(in_x, 0, Mux(in_y, 1, Mux(in_c, 2, 3)))),
                 send.eq(1),
             ]
-            # the counter at ``address`` (its low bits: COUNTER_BASE's are zero), one case each
-            with m.Switch(address[:4]):
-                for k, counter in enumerate(live):
-                    with m.Case(k):
-                        m.d.sync += word.eq(counter)
+            # the overflow flag's word is 0 but for bit 0: the register's synchronous reset
+            with m.If(k == len(BANKED)):
+                m.d.sync += word.eq(self.overflow)
+            with m.Else():
+                m.d.sync += word.eq(self.count.value)
         reply = data.View(Wavelet, self.out.payload)
         value = Signal(32)
         with m.Switch(region):
@@ -120,8 +140,10 @@ class ReadEngine(wiring.Component):
             m.d.comb += self.out.valid.eq(1)
             with m.If(self.out.ready):
                 m.d.comb += [self.busy.eq(1), self.error.eq(region == 3)]
-                m.d.sync += [address.eq(address + 1), left.eq(left - 1), send.eq(0)]
-                with m.If(left == 1):
+                m.d.sync += [address.eq(address + 1), done.eq(done + 1), send.eq(0)]
+                with m.If(region == 3):
+                    m.d.sync += bad.eq(bad + 1)
+                with m.If(done + 1 == length):
                     m.d.sync += self.active.eq(0)
             with m.Else():
                 m.d.comb += self.stall.eq(1)

@@ -1,12 +1,31 @@
-"""Output feature to (result slot, owner row) without a divider: ``o // rows`` and ``o % rows``."""
+"""The core's arithmetic with constants: output feature to (result slot, owner row) without a
+divider (``o // rows``, ``o % rows``), and comparisons with a bound without a carry chain."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Const, Module, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .validate import count
 
-__all__ = ["RowSplit"]
+__all__ = ["RowSplit", "below"]
+
+
+def below(value, bound):
+    """``value < bound`` for an unsigned ``value`` and a constant ``bound``, with the bound's low
+    zero bits left out: ``bound = m << k`` is ``value >> k < m``, and for ``m == 1`` (a power of
+    two) that is "no bit set from ``k`` up", a few LUTs. Yosys maps a comparison with a constant
+    to a carry chain over every bit (1 place a bit); the core's bounds are mostly powers of two."""
+    value = Value.cast(value)
+    if value.shape().signed:
+        raise TypeError(f"value must be unsigned, not {value!r}")
+    if bound <= 0:
+        return Const(0)
+    if bound >= 1 << len(value):
+        return Const(1)
+    k = (bound & -bound).bit_length() - 1
+    if bound >> k == 1:
+        return ~value[k:].any()
+    return value[k:] < bound >> k
 
 
 class RowSplit(wiring.Component):

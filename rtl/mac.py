@@ -10,13 +10,16 @@ __all__ = ["Mac"]
 
 
 class Mac(wiring.Component):
-    """Saturating multiply-accumulate that issues no multiply when an operand is zero.
+    """Saturating multiply-accumulate that marks the operations with a zero operand.
 
-    Two stages. ``s0``: operands ``a`` and ``b`` arrive with ``valid``; if either is zero no
-    multiply is issued (the product register is not clocked) and the operation is marked
-    skipped. ``s1``, one cycle later: the accumulator value ``acc`` for that operation is
-    supplied, and ``sum`` = ``acc + a * b`` (saturated to the accumulator) is valid
-    combinationally, with ``skip`` and ``overflow`` strobes for that operation.
+    Two stages. ``s0``: operands ``a`` and ``b`` arrive with ``valid``; their product is
+    registered, and an operation with a zero operand is marked skipped (its product is zero,
+    so its sum is ``acc`` and it never overflows: no multiplexer after the adder, which a
+    product register held over a skipped operation needed). ``s1``, one cycle later: the
+    accumulator value ``acc`` for that operation is supplied, and ``sum`` = ``acc + a * b``
+    (saturated to the accumulator) is valid combinationally, with ``skip`` and ``overflow``
+    strobes for that operation. The core skips zeros before they reach the MAC (its walk issues
+    only nonzero activations, and nothing with a zero weight).
 
     Latency: 1 cycle from operands to ``sum`` (the accumulator is read in ``s1``, so a memory
     read issued with the operands lines up). Throughput: one operation per cycle.
@@ -74,22 +77,16 @@ class Mac(wiring.Component):
         fmt = self.fmt
 
         s0_skip = fmt.is_zero(self.a) | fmt.is_zero(self.b)
-        s1_product = Signal(fmt.product_shape)
+        s1_product = Signal(fmt.product_shape, reset_less=True)     # read only with s1_valid
         m.d.sync += [
             self.s1_valid.eq(self.valid),
             self.skip.eq(self.valid & s0_skip),
         ]
-        with m.If(self.valid & ~s0_skip):
+        with m.If(self.valid):
             m.d.sync += s1_product.eq(fmt.multiply(self.a, self.b))
 
         total, saturated = fmt.accumulate(self.acc, s1_product)
-        with m.If(self.skip):
-            m.d.comb += self.sum.eq(self.acc)
-        with m.Else():
-            m.d.comb += [
-                self.sum.eq(total),
-                self.overflow.eq(self.s1_valid & saturated),
-            ]
+        m.d.comb += [self.sum.eq(total), self.overflow.eq(self.s1_valid & saturated)]
 
         with m.If(self.clear):
             m.d.sync += self.overflowed.eq(0)

@@ -1,4 +1,5 @@
-"""A small synchronous FIFO whose first two entries can both be read, and both taken at once."""
+"""Small synchronous FIFOs in LUT RAM: one whose first two entries can both be read, and both
+taken at once (:class:`PeekFIFO`), and a plain one (:class:`LutFIFO`)."""
 
 from amaranth.hdl import Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
@@ -7,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .validate import integer
 
-__all__ = ["PeekSignature", "PeekFIFO"]
+__all__ = ["PeekSignature", "PeekFIFO", "LutFIFO"]
 
 
 class PeekSignature(wiring.Signature):
@@ -18,18 +19,20 @@ class PeekSignature(wiring.Signature):
     head, valid : Out
         The first entry and whether there is one.
     next, next_valid : Out
-        The entry behind it and whether there is one.
+        What the FIFO keeps of the entry behind it (its ``peek_shape`` part) and whether there
+        is one.
     take : In(1)
         Take the head.
     take2 : In(1)
         Take the head and the entry behind it (needs ``next_valid``; wins over ``take``).
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, peek_shape=None):
         self.shape = shape
+        self.peek_shape = shape if peek_shape is None else peek_shape
         super().__init__({
             "head": Out(shape), "valid": Out(1),
-            "next": Out(shape), "next_valid": Out(1),
+            "next": Out(self.peek_shape), "next_valid": Out(1),
             "take": In(1), "take2": In(1),
         })
 
@@ -39,39 +42,56 @@ class PeekFIFO(wiring.Component):
 
     The core's dispatcher uses it to see the command behind the one it runs: a carriage return
     right behind an AXPY is done in the AXPY's last cycle (``docs/pe.md``). An entry written in
-    one cycle is readable in the next; one entry in a cycle, one or two out. The entries are a
-    memory with two asynchronous read ports (LUT RAM on an FPGA: on the ECP5 the core's 4 x 38
-    bits took 159 flip-flops and their two read multiplexers, now 20 distributed-RAM cells).
+    one cycle is readable in the next; one entry in a cycle, one or two out. The entries are
+    LUT RAM read asynchronously: the head's from one memory, the next's from a second one that
+    holds each entry's ``peek_shape`` part, written beside it (``w_peek``; the whole entry again
+    without ``peek_shape``): the core keeps 9 bits of what its dispatcher needs to know about the
+    command behind, not a second copy of 35 (on the ECP5 the core's 4 x 38 bits took 159
+    flip-flops and their two read multiplexers; two copies 20 distributed-RAM cells; now 12).
+    ``valid``, ``next_valid`` and ``w.ready`` are registers (the ramp's accept depends on
+    ``w.ready``), set from the level the cycle will leave.
 
     Members
     -------
     w : In(stream.Signature(shape))
         Write side (``ready``: not full).
-    r : Out(PeekSignature(shape))
+    w_peek : In(peek_shape)
+        Only with a ``peek_shape``: the part of ``w.payload`` kept for ``r.next``.
+    r : Out(PeekSignature(shape, peek_shape))
         Read side: the first two entries.
     level : Out
         Entries held.
     """
 
-    def __init__(self, shape, depth):
+    def __init__(self, shape, depth, peek_shape=None):
         depth = integer("depth", depth, 2)
-        self.shape, self.depth = shape, depth
-        super().__init__({
+        self.shape, self.depth, self.peek_shape = shape, depth, peek_shape
+        members = {
             "w": In(stream.Signature(shape)),
-            "r": Out(PeekSignature(shape)),
+            "r": Out(PeekSignature(shape, peek_shape)),
             "level": Out(range(depth + 1)),
-        })
+        }
+        if peek_shape is not None:
+            members["w_peek"] = In(peek_shape)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         D = self.depth
-        width = Shape.cast(self.shape).width
-        store = m.submodules.store = Memory(shape=width, depth=D, init=[])
+        store = m.submodules.store = Memory(shape=Shape.cast(self.shape).width, depth=D,
+                                            init=[])
         head_port = store.read_port(domain="comb")
-        next_port = store.read_port(domain="comb")
+        if self.peek_shape is None:
+            next_port, next_write, next_data = store.read_port(domain="comb"), None, None
+        else:
+            peek = m.submodules.peek = Memory(shape=Shape.cast(self.peek_shape).width, depth=D,
+                                              init=[])
+            next_port, next_write, next_data = peek.read_port(domain="comb"), \
+                peek.write_port(), self.w_peek
         write_port = store.write_port()
         rd = Signal(range(D))
         wr = Signal(range(D))
+        ready = Signal(init=1)
 
         def after(pointer, steps):
             total = pointer + steps
@@ -79,19 +99,80 @@ class PeekFIFO(wiring.Component):
 
         taken = Signal(range(3))
         r = self.r
+        written = self.w.valid & ready
+        left = Signal.like(self.level)          # the level after this cycle's reads
         m.d.comb += [
-            r.valid.eq(self.level >= 1), r.next_valid.eq(self.level >= 2),
-            self.w.ready.eq(self.level < D),
+            self.w.ready.eq(ready),
             head_port.addr.eq(rd), next_port.addr.eq(after(rd, 1)),
             r.head.eq(head_port.data), r.next.eq(next_port.data),
             taken.eq(Mux(r.take2 & r.next_valid, 2, r.take & r.valid)),
+            left.eq(self.level - taken),
         ]
-        written = self.w.valid & self.w.ready
         # The free entry at ``wr`` takes the payload whether or not it is written (nothing
         # reads it until it is): its enable comes from registers, not from ``w.valid``.
-        m.d.comb += [write_port.addr.eq(wr), write_port.data.eq(self.w.payload),
-                     write_port.en.eq(self.w.ready)]
+        for port, payload in ((write_port, self.w.payload), (next_write, next_data)):
+            if port is not None:
+                m.d.comb += [port.addr.eq(wr), port.data.eq(payload), port.en.eq(ready)]
+        # the write (from the ramp, late in the cycle) picks between two ready-made outcomes
+        m.d.sync += rd.eq(after(rd, taken))
         with m.If(written):
-            m.d.sync += wr.eq(after(wr, 1))
-        m.d.sync += [rd.eq(after(rd, taken)), self.level.eq(self.level + written - taken)]
+            m.d.sync += [wr.eq(after(wr, 1)), self.level.eq(left + 1), r.valid.eq(1),
+                         r.next_valid.eq(left >= 1), ready.eq(left < D - 1)]
+        with m.Else():
+            m.d.sync += [self.level.eq(left), r.valid.eq(left >= 1),
+                         r.next_valid.eq(left >= 2), ready.eq(left < D)]
+        return m
+
+
+class LutFIFO(wiring.Component):
+    """First-word-fall-through FIFO of ``depth`` entries, as ``amaranth.lib.fifo.SyncFIFO``
+    (same cycles: an entry written in one cycle is readable in the next; no write while full,
+    even in a cycle that reads) but cheaper: its "full" and "empty" are registers, set from the
+    two pointers' next values (no level counter, no comparator behind ``w.ready``).
+
+    Members
+    -------
+    w : In(stream.Signature(shape))
+        Write side (``ready``: not full).
+    r : Out(stream.Signature(shape))
+        Read side: the oldest entry.
+    """
+
+    def __init__(self, shape, depth):
+        depth = integer("depth", depth, 1)
+        self.shape, self.depth = shape, depth
+        super().__init__({
+            "w": In(stream.Signature(shape)),
+            "r": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        D = self.depth
+        store = m.submodules.store = Memory(shape=Shape.cast(self.shape).width, depth=D,
+                                            init=[])
+        read_port, write_port = store.read_port(domain="comb"), store.write_port()
+        rd, wr = Signal(range(D)), Signal(range(D))
+        full, empty = Signal(), Signal(init=1)
+        rd_next, wr_next = Signal.like(rd), Signal.like(wr)
+        written = self.w.valid & ~full
+        taken = self.r.ready & ~empty
+        m.d.comb += [
+            self.w.ready.eq(~full), self.r.valid.eq(~empty),
+            write_port.addr.eq(wr), write_port.data.eq(self.w.payload), write_port.en.eq(written),
+            read_port.addr.eq(rd), self.r.payload.eq(read_port.data),
+        ]
+        for pointer, following in ((rd, rd_next), (wr, wr_next)):
+            if D & (D - 1):
+                m.d.comb += following.eq(Mux(pointer == D - 1, 0, pointer + 1))
+            else:
+                m.d.comb += following.eq(pointer + 1)        # wraps by itself
+        with m.If(taken):
+            m.d.sync += rd.eq(rd_next)
+        # the write (from the ramp or a neighbour, late in the cycle) picks between outcomes
+        # worked out from registers and the read
+        with m.If(written):
+            m.d.sync += [wr.eq(wr_next), empty.eq(0), full.eq(~taken & (wr_next == rd))]
+        with m.Else():
+            m.d.sync += [full.eq(~taken & full), empty.eq(empty | (taken & (rd_next == wr)))]
         return m

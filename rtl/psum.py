@@ -1,10 +1,11 @@
 """The partial-sum engine: what a core does with its accumulators after a carriage return."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
+from .core_rows import below
 from .isa import core_strap_layout, cr_job_layout
 from .wavelet import Wavelet
 
@@ -26,11 +27,12 @@ class AccDrainSignature(wiring.Signature):
     read_next : Out(1)
         Valid in every cycle, like ``read_bank`` and ``read_index``: from registers only, so
         the buffers can present the word before ``read`` (which waits for the output) is known.
+    add_bank : Out(range(lanes))
+        The bank of the token in ``add``.
     data : In(acc_shape)
-        The accumulator of the token in ``add`` (bank ``clear_bank``): read the cycle before
-        and held until that bank is read again.
-    clear, clear_bank, clear_index : Out
-        Write zero to the accumulator of the token in ``add`` as it completes.
+        The accumulator of the token in ``add`` (bank ``add_bank``): read the cycle before
+        and held until that bank is read again. The buffers need no clearing: a buffer's words
+        read 0 from when it comes round again until a MAC writes them.
     """
 
     def __init__(self, params):
@@ -41,10 +43,8 @@ class AccDrainSignature(wiring.Signature):
             "read_next":   Out(1),
             "read_bank":   Out(range(params.lanes)),
             "read_index":  Out(range(params.tpb)),
+            "add_bank":    Out(range(params.lanes)),
             "data":        In(params.fmt.acc_shape),
-            "clear":       Out(1),
-            "clear_bank":  Out(range(params.lanes)),
-            "clear_index": Out(range(params.tpb)),
         })
 
 
@@ -56,9 +56,11 @@ class PsumEngine(wiring.Component):
     ``o // rows``: :func:`~rtl.isa.cr_job_layout`), then streams the tokens in order through two
     stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
     FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
-    row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``),
-    zeroing ``ACC[t]``. The next token is read while one is added, unless the add waits (its
-    data must hold in the read port).
+    row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``).
+    ``ACC[t]`` is zero when the buffer comes round again without a clear from here
+    (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless the
+    add waits (its data must hold in the read port). Where the sums go (the ``out`` color or a
+    neighbour's) is a register set with the job.
 
     Latency: 1 cycle from a job to the first read. Throughput: one token per cycle while its
     inputs and the output are ready: ``n_tok`` cycles an output when the next one is waiting
@@ -115,7 +117,7 @@ class PsumEngine(wiring.Component):
         need_s = Signal()
         is_owner = Signal()
         raw = Signal()
-        towards_s = Signal()
+        color = Signal(5)                            # where the sums go: out, south or north
         read_token = Signal(range(p.n_tok + 1))      # next token to read (n_tok: all read)
         add_token = Signal(range(p.n_tok))           # token in the add stage
         add_valid = Signal()
@@ -128,8 +130,7 @@ class PsumEngine(wiring.Component):
         m.d.comb += [
             acc.read_bank.eq(read_from[:log_lanes]),
             acc.read_index.eq(read_from >> log_lanes),
-            acc.clear_bank.eq(add_token[:log_lanes]),
-            acc.clear_index.eq(add_token >> log_lanes),
+            acc.add_bank.eq(add_token[:log_lanes]),
         ]
 
         from_n = fmt.acc_from_bits(self.psum_n.payload)
@@ -147,8 +148,7 @@ class PsumEngine(wiring.Component):
         sent = data.View(Wavelet, self.out.payload)
         m.d.comb += [
             sent.data.eq(s2.as_signed()),
-            sent.color.eq(Mux(is_owner, colors.out,
-                              Mux(towards_s, colors.psum_to_s, colors.psum_to_n))),
+            sent.color.eq(color),
             sent.ctrl.eq(0),
             self.y_write.eq(y_pending), self.y_value.eq(result), self.y_address.eq(y_address),
         ]
@@ -165,7 +165,8 @@ class PsumEngine(wiring.Component):
                 need_n.eq((row > 0) & (row <= owner)),
                 need_s.eq((row < p.rows - 1) & (row >= owner)),
                 is_owner.eq(owner == row),
-                towards_s.eq(row < owner),
+                color.eq(Mux(owner == row, colors.out,
+                             Mux(row < owner, colors.psum_to_s, colors.psum_to_n))),
             ]
 
         with m.FSM():
@@ -185,14 +186,13 @@ class PsumEngine(wiring.Component):
                     m.d.comb += [
                         self.psum_n.ready.eq(need_n),
                         self.psum_s.ready.eq(need_s),
-                        acc.clear.eq(1),
                     ]
                     with m.If(over1 | over2):
                         m.d.comb += self.overflow.eq(1)
                     with m.If(is_owner & ~raw):
                         m.d.sync += [y_pending.eq(1), y_sum.eq(s2),
-                                     y_address.eq(slot * p.n_tok + add_token)]
-                read = (read_token < p.n_tok) & (~add_valid | fire)
+                                     y_address.eq(Cat(add_token, slot))]
+                read = below(read_token, p.n_tok) & (~add_valid | fire)
                 last = fire & (read_token == p.n_tok)
                 m.d.comb += [acc.done.eq(last), job.ready.eq(last)]
                 with m.If(start):

@@ -126,9 +126,13 @@ def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority(col, cols):
                     offers[2] and ctx.get(dut.psum_s_in.ready)]
             if took[0] and cls in (1, 2):     # a ramp psum only when its bypass offers none
                 assert not offers[cls]
-            assert ctx.get(dut.taken) == sum(map(bool, took)) - bool(took[0] and not keep)
+            assert ctx.get(dut.taken) == (int(took[0] and keep) | int(bool(took[1])) << 1
+                                          | int(bool(took[2])) << 2)
             if drain[0] and ctx.get(dut.cmd.valid):
-                got["cmd"].append(ctx.get(dut.cmd.head.as_value()))
+                head = ctx.get(dut.cmd.head)
+                got["cmd"].append(int(WAVELET.pack(
+                    data=head.data, ctrl=head.ctrl,
+                    color=c.cmd if head.is_cmd else c.weight if head.is_weight else 30)))
             for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
                 if ctx.get(port.ready) and ctx.get(port.valid):
                     got[key].append(ctx.get(port.payload))
@@ -174,7 +178,6 @@ def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
                 ctx.set(dut.load_value, int(x[f, t]))
                 await ctx.tick()
         ctx.set(dut.load, 0)
-        pending = []                              # (index) read by the MAC, answered next cycle
         for w, f in weights:
             ctx.set(dut.feature, f)
             assert ctx.get(dut.nonzero) == np.count_nonzero(x[f])
@@ -186,23 +189,21 @@ def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
                 ctx.set(dut.active, n > 0)
                 n += 1
                 done = ctx.get(dut.done)
-                pending = await step(ctx, pending)
+                await step(ctx)
                 if done:
                     break
             cycles.append(n)
         ctx.set(dut.walk, 0)
         for _ in range(3):
-            pending = await step(ctx, pending)
+            await step(ctx)
 
-    async def step(ctx, pending):
-        """One clock: answer last cycle's accumulator read, write back what the MAC sums."""
-        if pending:
-            ctx.set(dut.acc.data, int(acc[pending[0]]))
+    async def step(ctx):
+        """One clock: the MAC reads an accumulator and writes back its sum in the same cycle."""
         if ctx.get(dut.acc.write):
-            acc[ctx.get(dut.acc.write_index)] = ctx.get(dut.acc.write_data)
-        reads = [ctx.get(dut.acc.read_index)] if ctx.get(dut.acc.read) else []
+            index = ctx.get(dut.acc.write_index)
+            ctx.set(dut.acc.data, int(acc[index]))
+            acc[index] = ctx.get(dut.acc.write_data)
         await ctx.tick()
-        return reads
 
     simulate(dut, bench)
     want = np.zeros(tpb, dtype=np.int64)
@@ -213,42 +214,69 @@ def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
 
 
 def test_read_engine_sends_words_of_x_y_and_counters():
+    """Words of X, Y and the counters; the bench holds the counters as the core does (the
+    READ's own busy cycles, errors and words out count, two others move on every cycle) and
+    answers the engine's counter reads: ``busy_cycles``, ``errors`` and ``wavelets_out`` come
+    back as they were when the READ started (the engine takes its own increments off with
+    ``less``), the others as they are. The fifth READ starts on three bad words."""
     params = CoreParams(n_feat=2, n_tok=4, n_out=2, lanes=2)
     dut = ReadEngine(params)
     x = np.array([[1, -2, 3, 0], [5, 6, -7, 8]])
     y = np.array([[-9, 10, 11, 12], [13, 14, 15, -16]])
-    counters = list(range(100, 100 + len(COUNTERS)))
-    reads = [(0, 8), (Y_BASE + 2, 4), (COUNTER_BASE, len(COUNTERS)), (0x7FFF, 2), (0, 0)]
-    sent, costs = [], []
+    live = [100 + 1000 * k for k in range(len(COUNTERS) - 1)]
+    k_of = {name: k for k, name in enumerate(COUNTERS)}
+    reads = [(0, 8), (Y_BASE + 2, 4), (COUNTER_BASE, len(COUNTERS)), (0x7FFF, 2),
+             (COUNTER_BASE - 3, 12), (0, 0)]
+    sent, costs, want = [], [], []
 
     def signed32(v):
         return int(v) & 0xFFFFFFFF
 
     async def bench(ctx):
         ctx.set(dut.out_color, 14)
-        for k, value in enumerate(counters):
-            ctx.set(dut.counters[k], value)
+        ctx.set(dut.overflow, 1)
         for address, length in reads:
             ctx.set(dut.arg, ReadArg.const({"addr": address, "len": length}))
             ctx.set(dut.start, 1)
+            start = list(live)
             await ctx.tick()
             ctx.set(dut.start, 0)
-            for k in range(len(COUNTERS)):        # the live counters move on; snapshots don't
-                ctx.set(dut.counters[k], counters[k] + 1000)
+            live[k_of["busy_cycles"]] += 1             # the READ's own cycle, at the dispatcher
             busy = stall = errors = 0
+            word = address
             for cycle in range(100):
                 if not ctx.get(dut.active):
                     break
                 ctx.set(dut.out.ready, cycle % 3 == 2)
+                if ctx.get(dut.count.read):             # a word's read cycle
+                    k, less = ctx.get(dut.count.index), ctx.get(dut.count.less)
+                    ctx.set(dut.count.value, (live[k] - less) & 0xFFFFFFFF)
+                    a = word & 0xFFFF
+                    if a < 8:
+                        want.append(signed32(x.flat[(a // 4) * 4 + a % 4]))
+                    elif Y_BASE <= a < Y_BASE + 8:
+                        want.append(signed32(y.flat[a - Y_BASE]))
+                    elif COUNTER_BASE <= a < COUNTER_BASE + len(COUNTERS) - 1:
+                        k = a - COUNTER_BASE
+                        want.append(start[k] if COUNTERS[k] in SNAPSHOT else live[k])
+                    else:
+                        want.append(1 if a == COUNTER_BASE + k_of["overflow"] else 0)
+                    word += 1
                 x_read, x_addr = ctx.get(dut.x_read), ctx.get(dut.x_address)
                 y_read, y_addr = ctx.get(dut.y_read), ctx.get(dut.y_address)
                 busy += ctx.get(dut.busy)
                 stall += ctx.get(dut.stall)
                 errors += ctx.get(dut.error)
-                if ctx.get(dut.out.valid) and ctx.get(dut.out.ready):
-                    word = WAVELET.unpack(ctx.get(dut.out.payload.as_value()))
-                    assert int(word["color"]) == 14 and int(word["ctrl"]) == 0
-                    sent.append(int(word["data"]))
+                out = ctx.get(dut.out.valid) and ctx.get(dut.out.ready)
+                if out:
+                    word_sent = WAVELET.unpack(ctx.get(dut.out.payload.as_value()))
+                    assert int(word_sent["color"]) == 14 and int(word_sent["ctrl"]) == 0
+                    sent.append(int(word_sent["data"]))
+                for name, step in (("busy_cycles", ctx.get(dut.busy)),
+                                   ("stall_cycles", ctx.get(dut.stall)),
+                                   ("errors", ctx.get(dut.error)), ("wavelets_out", out),
+                                   ("wavelets_in", 1), ("macs_issued", 3)):
+                    live[k_of[name]] += int(step)
                 await ctx.tick()
                 for b in range(2):
                     if x_read >> b & 1:           # bank b's word at index x_addr
@@ -257,21 +285,19 @@ def test_read_engine_sends_words_of_x_y_and_counters():
                 if y_read:
                     ctx.set(dut.y_data, int(y.flat[y_addr]))
             costs.append((busy, errors))
-            for k in range(len(COUNTERS)):
-                counters[k] += 1000
 
     simulate(dut, bench)
-    live = [v - 2000 for v in counters]            # the counters during the third READ
-    want_counters = [live[k] - 1000 if name in SNAPSHOT else live[k]     # snapshots: at start
-                     for k, name in enumerate(COUNTERS)]
-    assert sent == ([signed32(v) for v in x.flat] + [signed32(v) for v in y.flat[2:6]]
-                    + want_counters + [0, signed32(-9)])
-    assert costs == [(2 * n, 1 if a == 0x7FFF else 0) for a, n in reads[:4]] + [(0, 0)]
+    assert sent == want
+    assert want[:12] == [signed32(v) for v in x.flat] + [signed32(v) for v in y.flat[2:6]]
+    assert want[-12:-9] == [0, 0, 0] and len(want) == sum(n for _, n in reads)
+    bad = [1 if a == 0x7FFF else 3 if a == COUNTER_BASE - 3 else 0 for a, _ in reads]
+    assert costs == [(2 * n, e) for (_, n), e in zip(reads, bad)]
 
 
 def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
     """MAC ports add into the active buffer; ``retire`` queues it; the engine side reads back
-    each token's sum and clears it, so a buffer starts from zero when it comes round again."""
+    each token's sum; a buffer starts from zero when it comes round again (nothing clears it:
+    its words read 0 until written)."""
     params = CoreParams(n_feat=1, n_tok=4, n_out=4, lanes=2, rows=2)
     dut = AccBuffers(params, 2)
     rng = np.random.default_rng(5)
@@ -283,10 +309,9 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
         ctx.set(dut.issue, 1)                     # walk cycle: the active buffer is latched
         await ctx.tick()
         ctx.set(dut.issue, 0)
-        ctx.set(mac.read, 1)                      # s1: read
-        ctx.set(mac.read_index, index)
+        ctx.set(mac.read, 1)                      # s1: the token one stage away
         await ctx.tick()
-        ctx.set(mac.read, 0)                      # s2: the sum goes back
+        ctx.set(mac.read, 0)                      # s2: read, add, write back
         ctx.set(mac.write, 1)
         ctx.set(mac.write_index, index)
         ctx.set(mac.write_data, ctx.get(mac.data) + value)
@@ -314,19 +339,16 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
             ctx.set(dut.job.ready, 0)
             ctx.set(dut.drain.busy, 1)
             got = []
-            for t in range(4):                    # ...reads each token, then clears it
+            for t in range(4):                    # ...reads each token, then adds it
                 ctx.set(dut.drain.read, 1)
                 ctx.set(dut.drain.read_bank, t % 2)
                 ctx.set(dut.drain.read_index, t // 2)
                 await ctx.tick()
                 ctx.set(dut.drain.read, 0)
-                ctx.set(dut.drain.clear_bank, t % 2)
-                ctx.set(dut.drain.clear_index, t // 2)
-                ctx.set(dut.drain.clear, 1)
+                ctx.set(dut.drain.add_bank, t % 2)
                 ctx.set(dut.drain.done, t == 3)
                 got.append(ctx.get(dut.drain.data))
                 await ctx.tick()
-                ctx.set(dut.drain.clear, 0)
                 ctx.set(dut.drain.done, 0)
             ctx.set(dut.drain.busy, 0)
             drained.append(got)
@@ -367,7 +389,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed):
             ctx.set(dut.psum_s.valid, bool(rng.random() < 0.7))
             ctx.set(dut.psum_s.payload, from_s[s] & 0xFFFFFFFF)
             ctx.set(dut.out.ready, bool(rng.random() < 0.6))
-            ctx.set(dut.acc.data, held[ctx.get(dut.acc.clear_bank)])
+            ctx.set(dut.acc.data, held[ctx.get(dut.acc.add_bank)])
             took = bool(queue) and ctx.get(dut.job.ready)
             if ctx.get(dut.acc.read):             # token 0 of the job taken now, or current's
                 source = queue[0][0] if ctx.get(dut.acc.read_next) else current

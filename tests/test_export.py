@@ -64,8 +64,9 @@ def test_core_options_reach_the_verilog(exported):
     assert "x2" not in memories
     assert memories["mask0"] == ("[1:0]", 4)            # a bit per token of a bank, per feature
     assert memories["y"] == ("[15:0]", 3 * 4)           # n_out * n_tok results
-    assert {name for name in memories if name.startswith("acc0_")} == {"acc0_0", "acc0_1"}
-    assert memories["acc0_0"] == ("[31:0]", 2)
+    # acc_buffers=2: each bank's buffers are one memory, buffer k at k * tpb.
+    assert {name for name in memories if name.startswith("acc")} == {"acc0", "acc1"}
+    assert memories["acc0"] == ("[31:0]", 2 * 2)
 
 
 @pytest.mark.xdist_group("export")
