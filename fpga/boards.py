@@ -93,7 +93,7 @@ BOARDS = {
         # The 4x4, flattened: each position folds its straps (routes, colors, row, column) and
         # drops the logic of edge ports that lead nowhere, about 4000 LUT4 places a tile against
         # about 5400 for one kept tile module, sixteen of which exceed the 83 640 LUT4s. nextpnr's
-        # router2 routes it in about 12 minutes where router1 had not converged after 15
+        # router2 routes it in 12 to 18 minutes where router1 had not converged after 15
         # (docs/fpga.md).
         default_mesh=(4, 4),
         keep_tiles=False,

@@ -82,3 +82,22 @@ def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: Tr
     counters = dict(zip(COUNTERS, replies[-len(COUNTERS):]))
     sent[params.colors.out] = replies[:-len(COUNTERS)]
     return sent, counters, used[0]
+
+
+async def drain_tokens(ctx, dut, tokens, lanes=2):
+    """Drive an :class:`~rtl.core_acc.AccBuffers` drain port as the psum engine does: read
+    each of ``tokens`` tokens (bank ``t % lanes``, index ``t // lanes``), then add it back,
+    ``done`` on the last; return the words read, in token order."""
+    got = []
+    for t in range(tokens):
+        ctx.set(dut.drain.read, 1)
+        ctx.set(dut.drain.read_bank, t % lanes)
+        ctx.set(dut.drain.read_index, t // lanes)
+        await ctx.tick()
+        ctx.set(dut.drain.read, 0)
+        ctx.set(dut.drain.add_bank, t % lanes)
+        ctx.set(dut.drain.done, t == tokens - 1)
+        got.append(ctx.get(dut.drain.data))
+        await ctx.tick()
+        ctx.set(dut.drain.done, 0)
+    return got

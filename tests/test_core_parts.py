@@ -18,6 +18,8 @@ from wse.rtl.isa import WAVELET, ReadArg, select_data
 from wse.rtl.peek_fifo import PeekFIFO
 from wse.rtl.psum import PsumEngine
 
+from .core_harness import drain_tokens
+
 
 def simulate(dut, bench):
     sim = Simulator(dut)
@@ -338,18 +340,7 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
             await ctx.tick()
             ctx.set(dut.job.ready, 0)
             ctx.set(dut.drain.busy, 1)
-            got = []
-            for t in range(4):                    # ...reads each token, then adds it
-                ctx.set(dut.drain.read, 1)
-                ctx.set(dut.drain.read_bank, t % 2)
-                ctx.set(dut.drain.read_index, t // 2)
-                await ctx.tick()
-                ctx.set(dut.drain.read, 0)
-                ctx.set(dut.drain.add_bank, t % 2)
-                ctx.set(dut.drain.done, t == 3)
-                got.append(ctx.get(dut.drain.data))
-                await ctx.tick()
-                ctx.set(dut.drain.done, 0)
+            got = await drain_tokens(ctx, dut, 4)     # reads each token, then adds it
             ctx.set(dut.drain.busy, 0)
             drained.append(got)
             flags.append((ctx.get(dut.pending), ctx.get(dut.full)))

@@ -15,6 +15,8 @@ from wse.rtl.core_count import BANKED, LESS_BITS, CounterBank
 from wse.rtl.core_params import CoreParams
 from wse.rtl.peek_fifo import LutFIFO, PeekFIFO
 
+from .core_harness import drain_tokens
+
 
 def simulate(dut, bench, domain=None):
     """Run ``bench`` on ``dut`` (``domain``: an explicit ``sync`` whose ``rst`` the bench may
@@ -181,17 +183,7 @@ def test_acc_buffers_read_zero_after_a_reset():
         await ctx.tick()
         ctx.set(dut.job.ready, 0)
         ctx.set(dut.drain.busy, 1)
-        for t in range(4):
-            ctx.set(dut.drain.read, 1)
-            ctx.set(dut.drain.read_bank, t % 2)
-            ctx.set(dut.drain.read_index, t // 2)
-            await ctx.tick()
-            ctx.set(dut.drain.read, 0)
-            ctx.set(dut.drain.add_bank, t % 2)
-            ctx.set(dut.drain.done, t == 3)
-            got.append(ctx.get(dut.drain.data))
-            await ctx.tick()
-            ctx.set(dut.drain.done, 0)
+        got.extend(await drain_tokens(ctx, dut, 4))    # reads each token, then adds it
 
     simulate(dut, bench, domain)
     assert got == [0, 7, 0, 0]
