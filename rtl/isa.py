@@ -20,6 +20,7 @@ and of a control wavelet's ``arg``, by opcode::
     ReadArg          addr[15:0]  len[27:16]                        READ
     CrArg            o[27:0]                                       CR, CR_OUT
     SelectArg        col[27:0]                                     SELECT
+    MaskArg          bits[15:0]  chunk[21:16]  col[27:22]             MASK
 
 Inside a tile: :func:`cr_job_layout` (a carriage return queued for the partial-sum engine, its
 ``o`` split into result slot and owner row; :class:`CrEntry`, with ``o`` whole, was that queue's
@@ -59,9 +60,9 @@ __all__ = [
     # payloads and arguments
     "ARG_BITS", "MAX_ARG", "MAX_READ",
     "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
-    "SelectArg", "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
-    "SELECT_ARG", "control_data", "weight_data", "load_data", "word_data", "addr_data",
-    "read_data", "cr_data", "select_data",
+    "SelectArg", "MaskArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS", "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
+    "SELECT_ARG", "MASK_ARG", "control_data", "weight_data", "load_data", "word_data", "addr_data",
+    "read_data", "cr_data", "select_data", "mask_data",
     # straps
     "RouteStrap", "ROUTE_STRAP", "route_straps_layout", "route_straps_value",
     "core_strap_layout", "core_strap_codec", "core_strap_value",
@@ -116,6 +117,15 @@ class SelectArg(data.Struct):
     col: unsigned(ARG_BITS)
 
 
+class MaskArg(data.Struct):
+    """``arg`` of MASK: in the core of column ``col`` only, the gate bits of local tokens
+    ``16 * chunk + j`` (``j`` = 0..15) := ``bits[j]``; an AXPY multiplies only the tokens whose
+    gate is 1, until the next carriage return sets every gate bit again (``docs/pe.md``)."""
+    bits:  unsigned(16)
+    chunk: unsigned(6)
+    col:   unsigned(ARG_BITS - 22)
+
+
 class CrEntry(data.Struct):
     """A carriage return queued in the core for its partial-sum engine (``raw``: a CR_OUT)."""
     o:   unsigned(ARG_BITS)
@@ -137,10 +147,16 @@ READ_ARG = Codec(ReadArg)
 CR_ARG = Codec(CrArg)
 CR_ENTRY = Codec(CrEntry)
 SELECT_ARG = Codec(SelectArg)
+MASK_ARG = Codec(MaskArg)
 ROUTE_STRAP = Codec(RouteStrap)
 
 #: Words one READ fetches at most (its ``len`` field).
 MAX_READ = (1 << READ_ARG.fields["len"][1]) - 1
+#: Tokens one MASK wavelet gates (its ``bits``), chunks a core's tokens may span (``chunk``),
+#: and the columns a MASK can name (``col``).
+MASK_CHUNK = MASK_ARG.fields["bits"][1]
+MASK_MAX_CHUNKS = 1 << MASK_ARG.fields["chunk"][1]
+MASK_MAX_COLS = 1 << MASK_ARG.fields["col"][1]
 
 
 # Data words of the core's instructions (vectorised: scalars or arrays, like Codec.pack) --------
@@ -183,6 +199,12 @@ def cr_data(o, raw=False):
 def select_data(col):
     """SELECT: the core of column ``col`` takes the ``cmd`` wavelets that follow."""
     return control_data(ControlOp.SELECT, SELECT_ARG.pack(col=col))
+
+
+def mask_data(col, chunk, bits):
+    """MASK: in column ``col``'s core, the gate of local tokens ``16 * chunk + j`` := bit ``j``
+    of ``bits``."""
+    return control_data(ControlOp.MASK, MASK_ARG.pack(col=col, chunk=chunk, bits=bits))
 
 
 # Straps ------------------------------------------------------------------------------------------

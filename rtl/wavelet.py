@@ -100,6 +100,7 @@ class ControlOp(hw_enum.Enum, shape=4):
     READ     = 6   # send ``arg[27:16]`` words of the core's memory from ``arg[15:0]`` (core)
     CR_OUT   = 7   # carriage return whose total leaves raw on ``out`` instead of ``Y`` (core)
     SELECT   = 8   # on ``cmd``: the core of column ``arg`` takes the commands that follow (core)
+    MASK     = 9   # the core of column ``arg.col`` gates 16 of its tokens until the next CR (core)
 
 
 class ConfigOp(hw_enum.Enum, shape=2):
