@@ -19,7 +19,7 @@ __all__ = ["compile_gemm", "compile_gemm_csr"]
 
 
 def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
-                 balance=True, raw=False, zeros=False):
+                 balance=True, raw=False, zeros=False, mask=None):
     """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
 
     Parameters
@@ -44,6 +44,9 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         into ``Y`` (no ``n_out`` limit).
     zeros : bool
         Stream zero weights too (to measure what sparse streaming saves).
+    mask : (n_out, tokens) bools, optional
+        A masked GEMM: ``Y[o, t]`` only where ``mask[o, t]``, 0 elsewhere, with no MAC and no
+        cycle spent on the rest (``docs/mesh.md``, "Masked GEMMs": the weight-gradient pass).
 
     Returns
     -------
@@ -61,14 +64,14 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         return compile_gemm_csr(config, W.shape, W.indptr, W.indices, W.values, X,
                                 n_tokens=n_tokens, in_placement=in_placement,
                                 out_placement=out_placement, balance=balance, raw=raw,
-                                zeros=zeros)
+                                zeros=zeros, mask=mask)
     W = operands(config.fmt, W, "W")
     if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "
                          f"{W.shape}")
     return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
                     in_placement=in_placement, out_placement=out_placement, balance=balance,
-                    raw=raw, zeros=zeros)
+                    raw=raw, zeros=zeros, mask=mask)
 
 
 def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
@@ -88,7 +91,7 @@ def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
 
 
 def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
-             balance=True, raw=False, zeros=False):
+             balance=True, raw=False, zeros=False, mask=None):
     """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
     fmt = config.fmt
     n_out, n_in = weights.shape
@@ -130,8 +133,31 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     if big > isa.MAX_ARG:
         raise ValueError(f"output features: a carriage return argument of {big} (slot * rows + "
                          f"row) does not fit its {isa.ARG_BITS} bits")
+    if mask is not None:
+        mask = _checked_mask(config, mask, n_out, tokens)
     return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
-                       bool(zeros), W=W)
+                       bool(zeros), W=W, mask=mask)
+
+
+def _checked_mask(config, mask, n_out, tokens):
+    """``mask`` as an ``(n_out, tokens)`` bool array; ``ValueError`` naming the problem (the
+    shape, a value that is not 0/1, a mesh a MASK cannot address)."""
+    a = np.asarray(mask)
+    if a.shape != (n_out, tokens):
+        raise ValueError(f"mask must have shape (n_out, tokens) = ({n_out}, {tokens}), not "
+                         f"{a.shape}")
+    if a.dtype != bool:
+        if not np.issubdtype(a.dtype, np.integer) or ((a != 0) & (a != 1)).any():
+            raise ValueError("mask must hold booleans (or 0 and 1)")
+        a = a != 0
+    if config.cols > isa.MASK_MAX_COLS:
+        raise ValueError(f"a masked GEMM needs at most {isa.MASK_MAX_COLS} columns (a MASK's "
+                         f"col field), not {config.cols}")
+    chunks = -(-config.n_tok // isa.MASK_CHUNK)
+    if chunks > isa.MASK_MAX_CHUNKS:
+        raise ValueError(f"a masked GEMM needs n_tok <= {isa.MASK_MAX_CHUNKS * isa.MASK_CHUNK} "
+                         f"(a MASK's chunk field), not {config.n_tok}")
+    return a
 
 
 def _check_raw_owners(config, placement):

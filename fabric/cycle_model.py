@@ -5,9 +5,10 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
 (``docs/mesh.md``, "Cycle model"):
 
 - a core's dispatcher runs its row's stream: an AXPY costs ``max(1, max over banks of the
-  nonzero tokens of its slot)`` (1 for a zero weight); a CR rides on the AXPY before it (a CR
-  after a CR takes a cycle) and waits while every accumulator buffer but the active one is
-  still with the engine;
+  nonzero tokens of its slot)`` (1 for a zero weight; in a masked program only the tokens its
+  gate lets through count, and each MASK of the core's column costs 1); a CR rides on the AXPY
+  before it (a CR after a CR takes a cycle) and waits while every accumulator buffer but the
+  active one is still with the engine;
 - the engine reduces outputs in order, ``n_tok`` cycles each when they queue (``n_tok + 2``
   from idle); it starts an output the cycle after its CR, and its first token waits for the
   first psum token of every neighbour it needs (that neighbour's first token plus ``hop`` cycles);
@@ -23,7 +24,7 @@ import numpy as np
 
 from .program import GemmProgram
 
-__all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles"]
+__all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles", "predict_unmasked_cycles"]
 
 #: Cycles from a core's engine sending a psum token to the neighbour's engine adding it: core
 #: output register, router queue and hop, router queue, ramp, core psum FIFO.
@@ -38,19 +39,19 @@ FILL, DRAIN = 3, 4
 class CycleModel:
     """The model's timeline for one program: ``cycles`` and per-core figures."""
 
-    def __init__(self, program, X=None, *, acc_buffers=None):
+    def __init__(self, program, X=None, *, acc_buffers=None, unmasked=False):
         if not isinstance(program, GemmProgram):
             raise TypeError(f"program must be a GemmProgram, not {program!r}")
         cfg = program.config
         self.program = program
         self.acc_buffers = cfg.acc_buffers if acc_buffers is None else acc_buffers
+        self.masked = program.mask is not None and not unmasked
         costs = self._costs(program, program.check_x(X))
         self.cycles, self.busy, self.stall = self._run(program, costs)
 
-    @staticmethod
-    def _costs(program, X):
-        """``costs[r][k]``: per column, the AXPY cycles row ``r`` spends on the ``k``-th output
-        of the stream (array over columns)."""
+    def _costs(self, program, X):
+        """``costs[r, k]``: the cycles row ``r`` spends on the ``k``-th output of the stream
+        (its slowest column's: MASKs and AXPYs)."""
         cfg = program.config
         blocks = program.x_blocks(X)
         rows = {}
@@ -64,20 +65,48 @@ class CycleModel:
                 mask = (block != 0).reshape(len(block), cfg.n_tok // cfg.lanes, cfg.lanes)
                 per_col.append(np.maximum(1, mask.sum(axis=1).max(axis=1)))
             rows[r] = per_col
-        W = program.W[program.output_order]
+        order = program.output_order
+        W = program.W[order]
         slot_of, row_of = program.in_placement.slot_of, program.in_placement.row_of
         live = W != 0
         idle = np.zeros_like(live) if not program.zeros else ~live    # zero weights: 1 cycle
+        if self.masked:     # outputs gated off everywhere are not streamed
+            streamed = program.streamed_outputs[order][:, None]
+            live, idle = live & streamed, idle & streamed
         costs = np.zeros((cfg.rows, program.n_out, cfg.cols), dtype=np.int64)
         for r in range(cfg.rows):
             feats = np.flatnonzero(row_of == r)
             if not feats.size:
+                continue
+            if self.masked:
+                costs[r] = self._masked_costs(program, blocks, r, feats, live, idle)
                 continue
             # per_feature[j, c]: the AXPY cycles of feature feats[j] in column c
             per_feature = np.stack([rows[r][c][slot_of[feats]] for c in range(cfg.cols)], axis=1)
             costs[r] = live[:, feats].astype(np.int64) @ per_feature
             costs[r] += idle[:, feats].sum(axis=1, dtype=np.int64)[:, None]
         return costs.max(axis=2)
+
+    @staticmethod
+    def _masked_costs(program, blocks, r, feats, live, idle):
+        """``(n_out, cols)``: row ``r``'s cycles per output (stream order) and column when each
+        output's AXPYs see only the tokens its gate lets through, plus the column's MASKs."""
+        cfg = program.config
+        order = program.output_order
+        gates = program.gates()[order]                          # (n_out, cols, n_tok)
+        masks = program.masks_per_output()[order]               # (n_out, cols)
+        tpb, lanes = cfg.n_tok // cfg.lanes, cfg.lanes
+        on = live[:, feats].astype(np.int64)
+        any_weight = (live[:, feats] | idle[:, feats]).any(axis=1)
+        out = np.zeros((program.n_out, cfg.cols), dtype=np.int64)
+        for c in range(cfg.cols):
+            nz = blocks[(r, c)][program.in_placement.slot_of[feats]] != 0   # (F, n_tok)
+            nz = nz.reshape(len(feats), tpb, lanes).astype(np.int64)
+            g = gates[:, c].reshape(program.n_out, tpb, lanes).astype(np.int64)
+            per = np.einsum("oib,fib->ofb", g, nz).max(axis=2)             # (n_out, F)
+            out[:, c] = (on * np.maximum(1, per)).sum(axis=1)
+            out[:, c] += idle[:, feats].sum(axis=1) + masks[:, c] * any_weight
+        return out
 
     def _run(self, program, costs):
         """Plain Python over ints (a row count is small; numpy per output costs more than it
@@ -132,8 +161,7 @@ class _EveryWeight(CycleModel):
     :func:`~fabric.compiler.compile_gemm` places a ``W`` without zeros (balanced over equal
     counts: feature ``i`` at row ``i % rows``); the outputs keep the program's placement."""
 
-    @staticmethod
-    def _costs(program, X):
+    def _costs(self, program, X):
         cfg = program.config
         padded = np.zeros((program.n_in, cfg.max_tokens), dtype=np.int64)
         padded[:, :program.tokens] = X
@@ -149,3 +177,10 @@ def predict_dense_cycles(program, X=None):
     :func:`predict_cycles` gives for ``compile_gemm`` of the same shape with no zero weight and
     ``program``'s output placement), from ``program`` alone: no second compile."""
     return _EveryWeight(program, X).cycles
+
+
+def predict_unmasked_cycles(program, X=None):
+    """The modelled compute-phase cycles of a masked ``program`` run without its mask (every
+    token of every streamed output: a dense layer's weight-gradient pass on the same deltas),
+    from ``program`` alone."""
+    return CycleModel(program, X, unmasked=True).cycles

@@ -1,18 +1,59 @@
-"""The gradient pass, golden: ``dW[o, i] = sum_t dY[o, t] * X[i, t]`` for the mask's indices only.
+"""The weight-gradient pass: ``dW[o, i] = sum_t dY[o, t] * X[i, t]`` for the mask's indices only.
 
-In weight-streaming training the host streams the sparsity mask's indices (not values) and every
-core adds the products of its tokens; the owner sends the totals out (``docs/host.md``). The
-mesh's RTL does not run this pass yet, so the systems compute it here: exact products summed in
-64 bits, never saturated, so that SwarmX's sums over systems are exact and a batch split over
-any number of systems gives the same gradient. Totals beyond the 32-bit accumulator's range are
-counted (a 32-bit gradient pass in RTL would saturate them).
+On the mesh it is the masked GEMM ``dY @ X^T`` (``docs/mesh.md``, "Masked GEMMs"):
+:func:`gradient_gemm` streams the nonzero deltas as the weights (a zero delta costs nothing),
+loads ``X^T`` (the layer's input activations, tokens as the features, the layer's input features
+as the mesh's tokens; a zero activation costs no cycle), gates each output's tokens with the
+layer's mask (a pair outside the mask costs no cycle either) and sends the 32-bit totals out raw.
+The host adds the totals of blocks exactly in ``int64``; a block whose 32-bit accumulation
+saturated sets the pass's overflow flag, which the trainer counts and reports
+(``docs/host.md``, "Numerics of the gradient").
+
+:func:`gradient_reference` is the exact numpy sum, the reference the tests compare with.
 """
 
 import numpy as np
 
 from .numerics import check_operands
+from .tiling import SparseRows
 
-__all__ = ["gradient_reference"]
+__all__ = ["gradient_gemm", "gradient_mask", "gradient_reference"]
+
+
+def gradient_mask(shape, rows, cols):
+    """The ``(n_out, n_in)`` bool mask of the indices ``rows``, ``cols``, or ``None`` when they
+    cover every pair (a dense layer: no MASK needed)."""
+    n_out, n_in = shape
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    if rows.shape != cols.shape or rows.ndim != 1:
+        raise ValueError(f"rows and cols must be index vectors of one length, not shapes "
+                         f"{rows.shape} and {cols.shape}")
+    if rows.size and (rows.min() < 0 or rows.max() >= n_out or cols.min() < 0
+                      or cols.max() >= n_in):
+        raise ValueError(f"mask indices must lie in the {n_out}x{n_in} layer")
+    mask = np.zeros((n_out, n_in), dtype=bool)
+    mask[rows, cols] = True
+    return None if mask.all() else mask
+
+
+def gradient_gemm(gemm, shape, rows, cols, dY, X):
+    """The gradient at the indices ``rows``, ``cols`` of an ``shape = (n_out, n_in)`` layer, as
+    ``gemm(W, X, mask=, totals=True) -> (totals, cycles, dense_cycles, overflow)`` computes it
+    (a :class:`~host.worker.MeshWorker`'s tiled GEMM on its System); returns ``(dW, cycles,
+    dense_cycles, overflow)`` with ``dW`` the ``int64`` totals at the indices.
+
+    ``ValueError`` when ``dY`` (``[n_out, T]``) and ``X`` (``[n_in, T]``) do not match the layer
+    or each other."""
+    n_out, n_in = shape
+    dY, X = np.asarray(dY, dtype=np.int64), np.asarray(X, dtype=np.int64)
+    if dY.ndim != 2 or X.ndim != 2 or dY.shape[0] != n_out or X.shape[0] != n_in \
+            or dY.shape[1] != X.shape[1]:
+        raise ValueError(f"the gradient of a {n_out}x{n_in} layer needs dY [{n_out}, T] and X "
+                         f"[{n_in}, T], not {dY.shape} and {X.shape}")
+    mask = gradient_mask(shape, rows, cols)
+    G, cycles, dense, overflow = gemm(SparseRows.from_dense(dY), X.T, mask=mask, totals=True)
+    return G[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)], cycles, dense, \
+        overflow
 
 
 def gradient_reference(fmt, rows, cols, dY, X):

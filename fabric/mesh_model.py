@@ -278,7 +278,8 @@ def gemm_reference(config, program, X=None, *, fast=True):
     bottom up to it, the owner adding its northern then its southern psum, each step saturated
     (``docs/pe.md``, "The partial-sum engine"). With ``fast``, outputs whose ``|W| @ |X|`` stays
     within the accumulator range (nothing can saturate) are an exact ``W @ X``; the others, or
-    all with ``fast=False``, go through the step-by-step path.
+    all with ``fast=False``, go through the step-by-step path. A masked program's products
+    outside its mask are not made (its gates: ``docs/pe.md``), so those results are 0.
     """
     if not isinstance(program, GemmProgram):
         raise ValueError(f"program must be a GemmProgram, not {program!r}")
@@ -287,6 +288,7 @@ def gemm_reference(config, program, X=None, *, fast=True):
     fmt = config.fmt
     X = program.check_x(X)
     W = program.W
+    gate = program.mask
     raw = np.empty((program.n_out, program.tokens), dtype=np.int64)
     slow = np.arange(program.n_out)
     if fast:
@@ -294,16 +296,20 @@ def gemm_reference(config, program, X=None, *, fast=True):
         Wf, Xf = W.astype(np.float64), X.astype(np.float64)
         safe = (np.abs(Wf) @ np.abs(Xf) <= fmt.acc_max).all(axis=1)
         raw[safe] = (Wf[safe] @ Xf).astype(np.int64)
+        if gate is not None:
+            raw[safe] *= gate[safe]
         slow = np.flatnonzero(~safe)
     if slow.size:
         raw[slow] = _saturating(config, program.in_placement, W[slow], X,
-                                program.out_placement.row_of[slow])
+                                program.out_placement.row_of[slow],
+                                None if gate is None else gate[slow])
     Y, _ = numerics.requantise(fmt, raw)
     return Y, raw
 
 
-def _saturating(config, in_placement, W, X, owners):
-    """The totals of outputs ``W`` (``[m, n_in]``) owned by rows ``owners``, step by step."""
+def _saturating(config, in_placement, W, X, owners, gate=None):
+    """The totals of outputs ``W`` (``[m, n_in]``) owned by rows ``owners``, step by step
+    (``gate``: ``[m, tokens]``, the products made)."""
     fmt, R = config.fmt, config.rows
     lo, hi = fmt.acc_min, fmt.acc_max
     feats = [in_placement.features_of(r) for r in range(R)]
@@ -318,7 +324,10 @@ def _saturating(config, in_placement, W, X, owners):
     for k in range(K):
         w = np.where(live[:, k], W[:, index[:, k]], 0).T        # (R, m)
         x = np.where(live[:, k, None], X[index[:, k]], 0)       # (R, T)
-        acc += w[:, :, None] * x[:, None, :]
+        if gate is None:
+            acc += w[:, :, None] * x[:, None, :]
+        else:
+            acc += w[:, :, None] * x[:, None, :] * gate[None]
         np.clip(acc, lo, hi, out=acc)
     down, up = acc.copy(), acc.copy()       # down[r]: what row r sends south; up[r]: north
     for r in range(1, R):

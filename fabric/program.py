@@ -14,7 +14,8 @@ sense of what comes back:
   (:attr:`GemmProgram.output_order`: grouped by owner row, by index within), the nonzero weights
   ``W[o, i]`` of that row's features (in order of ``i``) as ``(value, slot)`` weight wavelets,
   then a carriage return ``slot_out[o] * rows + row_out[o]`` (``CR``, or ``CR_OUT`` for raw
-  results) that every row gets;
+  results) that every row gets; a *masked* program (``mask``) puts in front of an output's
+  weights the MASKs that gate each column's tokens (:meth:`GemmProgram.mask_words`);
 - :meth:`GemmProgram.load_streams` is the host's copy of ``X`` into the cores (``SELECT c``,
   ``ADDR 0`` and ``LOAD`` on ``cmd``), :meth:`GemmProgram.read_streams` the ``READ`` of each
   core's ``Y`` slots (one exchange per group of rows with distinct reply colors);
@@ -79,13 +80,17 @@ class GemmProgram:
     n_out, n_in, tokens : int
     raw : bool, results leave raw (``CR_OUT``) instead of being requantised into ``Y``.
     zeros : bool, zero weights are streamed too.
-    streams : dict row -> list of packed wavelets (ints): weights and carriage returns.
-    nnz : int, weights streamed (all of ``W`` with ``zeros``).
+    mask : (n_out, tokens) bool or None: a masked GEMM computes ``Y[o, t]`` only where
+        ``mask[o, t]`` (0 elsewhere): each row's stream gates its cores' tokens with MASKs
+        before an output's weights (``docs/mesh.md``, "Masked GEMMs").
+    streams : dict row -> list of packed wavelets (ints): MASKs, weights and carriage returns.
+    nnz : int, weights streamed (all of ``W`` with ``zeros``; none of an output whose mask
+        row is empty).
     weights_per_row : (rows,) int64, weights streamed into each row.
     """
 
     def __init__(self, config, weights, X, tokens, in_placement, out_placement, raw, zeros,
-                 W=None):
+                 W=None, mask=None):
         self.config = config
         self.weights = weights
         self._W = None if W is None else readonly(W)
@@ -96,6 +101,7 @@ class GemmProgram:
         self.out_placement = out_placement
         self.raw = raw
         self.zeros = zeros
+        self.mask = None if mask is None else readonly(mask)
         self.streams, self.weights_per_row = self._build_streams()
         self.nnz = int(self.weights_per_row.sum())
 
@@ -136,6 +142,10 @@ class GemmProgram:
         position[order] = np.arange(self.n_out)
         by_position = np.argsort(position[o_idx], kind="stable")     # keeps i order within
         o_idx, i_idx, values = o_idx[by_position], i_idx[by_position], values[by_position]
+        if self.mask is not None:
+            # an output whose every token is gated off is 0 whatever its weights: not streamed
+            keep = self.streamed_outputs[o_idx]
+            o_idx, i_idx, values = o_idx[keep], i_idx[keep], values[keep]
         rows_w = self.in_placement.row_of[i_idx]
         words = pack(isa.weight_data(values, self.in_placement.slot_of[i_idx]), weight_color, 0)
         crs = pack(isa.cr_data(self.cr_args()[order], raw=self.raw), weight_color, 1)
@@ -146,7 +156,70 @@ class GemmProgram:
             # the CR of the output at position k goes after that output's last weight
             at = np.searchsorted(position[o_idx[mine]], positions, side="right")
             streams[r] = np.insert(words[mine], at, crs).tolist()
+        if self.mask is not None:
+            streams = self._with_masks(streams, position[o_idx], rows_w)
         return streams, np.bincount(rows_w, minlength=cfg.rows).astype(np.int64)
+
+    # Masks --------------------------------------------------------------------------------------
+
+    @property
+    def streamed_outputs(self):
+        """Per output, whether its weights are streamed: every output, except in a masked
+        program those whose every token is gated off (their results are 0)."""
+        if self.mask is None:
+            return np.ones(self.n_out, dtype=bool)
+        return self.mask.any(axis=1)
+
+    def gates(self):
+        """``(n_out, cols, n_tok)`` bool: the gate core column ``c`` needs for output ``o``
+        (``mask[o, l * cols + c]`` for local token ``l``; padding tokens, whose ``X`` is 0,
+        stay 1 so that they cost no MASK). All ones without a mask."""
+        cfg = self.config
+        gate = np.ones((self.n_out, cfg.max_tokens), dtype=bool)
+        if self.mask is not None:
+            gate[:, :self.tokens] = self.mask
+        return gate.reshape(self.n_out, cfg.n_tok, cfg.cols).transpose(0, 2, 1)
+
+    def mask_words(self):
+        """``(n_out, cols, chunks)`` int64: the MASK ``bits`` for each chunk of 16 local tokens
+        (tokens past ``n_tok`` are 1), or -1 where the chunk's gate is all ones (no MASK)."""
+        cfg = self.config
+        chunks = -(-cfg.n_tok // isa.MASK_CHUNK)
+        gate = np.ones((self.n_out, cfg.cols, chunks * isa.MASK_CHUNK), dtype=bool)
+        gate[:, :, :cfg.n_tok] = self.gates()
+        gate = gate.reshape(self.n_out, cfg.cols, chunks, isa.MASK_CHUNK)
+        bits = (gate.astype(np.int64) << np.arange(isa.MASK_CHUNK)).sum(axis=3)
+        return np.where(bits == (1 << isa.MASK_CHUNK) - 1, -1, bits)
+
+    def masks_per_output(self):
+        """``(n_out, cols)``: the MASK wavelets each column's core runs before an output's
+        weights, in a row that streams any."""
+        return (self.mask_words() >= 0).sum(axis=2)
+
+    def _with_masks(self, streams, positions, rows_w):
+        """``streams`` with, in each row, the output's MASKs (for every column and chunk that
+        is not all ones) in front of its first weight; rows without a weight of an output get
+        none (their gate does not matter, and the CR sets it again)."""
+        cfg = self.config
+        words = self.mask_words()
+        order = self.output_order
+        masks = []
+        for o in order.tolist():
+            c, k = np.nonzero(words[o] >= 0)
+            masks.append(pack(isa.mask_data(c, k, words[o][c, k]), cfg.plan.weight, 1).tolist()
+                         if c.size else [])
+        out = {}
+        for r in range(cfg.rows):
+            counts = np.bincount(positions[rows_w == r], minlength=self.n_out).tolist()
+            stream, at = streams[r], 0
+            merged = []
+            for k, n in enumerate(counts):
+                if n:
+                    merged.extend(masks[k])
+                merged.extend(stream[at:at + n + 1])        # the weights and the CR
+                at += n + 1
+            out[r] = merged
+        return out
 
     # Activations ------------------------------------------------------------------------------
 

@@ -141,13 +141,14 @@ class TilePlan:
         return len(self.outputs) * len(self.inputs) * len(self.tokens)
 
 
-def plan_tiles(config, n_out, n_in, tokens):
-    """The :class:`TilePlan` of a GEMM on the mesh of ``config``."""
+def plan_tiles(config, n_out, n_in, tokens, *, raw=False):
+    """The :class:`TilePlan` of a GEMM on the mesh of ``config`` (``raw``: every block sends
+    its totals out raw, whether or not the input features are split)."""
     if not isinstance(config, MeshConfig):
         raise ValueError(f"config must be a MeshConfig, not {config!r}")
     n_out, n_in, tokens = count("n_out", n_out), count("n_in", n_in), count("tokens", tokens)
     R = config.rows
-    raw = n_in > R * config.n_feat
+    raw = bool(raw) or n_in > R * config.n_feat
     outputs = [slice(0, n_out)] if raw else _chunks(n_out, R * config.n_out)
     return TilePlan(raw, outputs, _chunks(n_in, R * config.n_feat),
                     _chunks(tokens, config.max_tokens))
@@ -172,9 +173,14 @@ class TiledResult:
     results: list = field(default_factory=list)
 
 
-def run_tiled(config, W, X, gemm):
+def run_tiled(config, W, X, gemm, *, mask=None, totals=False):
     """``W @ X`` through ``gemm(W_block, X_block, raw) -> GemmResult`` block by block; ``W`` is
-    a dense matrix or :class:`SparseRows`, and its blocks are of the same kind."""
+    a dense matrix or :class:`SparseRows`, and its blocks are of the same kind.
+
+    ``mask`` (``(n_out, tokens)`` bools): a masked GEMM, each block's slice of it given to
+    ``gemm`` as ``mask=``. ``totals``: every block raw, and ``y`` the exact ``int64`` sums of
+    the blocks' 32-bit totals, neither saturated again nor requantised (the weight-gradient
+    pass: SwarmX adds them up exactly; a block that saturated sets ``overflow``)."""
     sparse = isinstance(W, SparseRows)
     W = W if sparse else np.asarray(W, dtype=np.int64)
     X = np.asarray(X, dtype=np.int64)
@@ -182,19 +188,28 @@ def run_tiled(config, W, X, gemm):
     if X.ndim != 2 or X.shape[0] != n_in:
         raise ValueError(f"X must have n_in = {n_in} rows (W is {n_out}x{n_in}), not shape "
                          f"{X.shape}")
-    plan = plan_tiles(config, n_out, n_in, X.shape[1])
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != (n_out, X.shape[1]):
+            raise ValueError(f"mask must have shape (n_out, tokens) = ({n_out}, {X.shape[1]}), "
+                             f"not {mask.shape}")
+    plan = plan_tiles(config, n_out, n_in, X.shape[1], raw=totals)
     Y = np.zeros((n_out, X.shape[1]), dtype=np.int64)
     results, cycles, overflow = [], 0, False
     for ts in plan.tokens:
         for os_ in plan.outputs:
             partials = []
             for is_ in plan.inputs:
-                r = gemm(W.block(os_, is_) if sparse else W[os_, is_], X[is_, ts], plan.raw)
+                extra = {} if mask is None else {"mask": mask[os_, ts]}
+                r = gemm(W.block(os_, is_) if sparse else W[os_, is_], X[is_, ts], plan.raw,
+                         **extra)
                 results.append(r)
                 cycles = None if cycles is None or r.cycles is None else cycles + r.cycles
                 overflow |= bool(r.overflow)
                 partials.append(np.asarray(r.y, dtype=np.int64))
-            if plan.raw:
+            if totals:
+                Y[os_, ts] = np.sum(partials, axis=0, dtype=np.int64)
+            elif plan.raw:
                 Y[os_, ts], ovf = combine(config.fmt, partials)
                 overflow |= ovf
             else:

@@ -30,21 +30,18 @@ import numpy as np
 from wse.fabric.config import MeshConfig
 from wse.rtl.validate import count, integer, number
 
-from .checkpoint import CheckpointError
 from .layer_stream import quantise
 from .memoryx import LayerSpec, MemoryX
 from .optim import make_optimizer
 from .sparsity import KINDS, SparsitySchedule
 from .swarmx import TRANSPORTS, SwarmX
+from .train_record import DATA_SETTINGS, PASSES, check_run
 
 __all__ = ["TrainSettings", "Trainer", "load_digits_split", "TRAIN_SAMPLES", "DATA_SETTINGS"]
 
 #: Digits' 1797 samples less the 20 % test split.
 TRAIN_SAMPLES = 1438
 
-#: The settings that decide which samples a step trains on (the split and the batch order): a
-#: checkpoint records them and a resume must use the same.
-DATA_SETTINGS = ("seed", "batch")
 
 
 def load_digits_split(seed=0, test_fraction=0.2):
@@ -134,7 +131,7 @@ class Trainer:
         self.history = []       # one dict per step
         self.evaluations = []   # {"step", "test_accuracy"}
         self._checks = [0, 0]   # mesh results checked before a resume, and by the workers since
-        self.counts = {"gradients_beyond_32_bits": 0, "mesh_overflows": 0}
+        self.counts = {"gradient_overflows": 0, "mesh_overflows": 0, "mismatches": 0}
         self.train_seconds, self.steps_timed = 0.0, 0      # training steps only, this process
         # A checkpoint to resume is read and checked before any system starts (a simulator
         # build or a Ray cluster is long work to waste on a checkpoint that will be refused).
@@ -160,7 +157,7 @@ class Trainer:
         cycles and dense cycles (the slowest system's)."""
         xq, _ = quantise(self.fmt, x.T)
         shards = self._shards(xq.shape[1])
-        cycles = np.zeros((2, self.s.systems), dtype=np.int64)
+        cycles = {}
         n = len(self.memoryx.layers)
         for j, spec in enumerate(self.memoryx.layers):
             stream = self.memoryx.stream_bytes(spec.name)
@@ -173,16 +170,23 @@ class Trainer:
         return logits.astype(np.float64) / (1 << self.fmt.frac_bits), cycles
 
     def _count(self, replies, cycles, train):
+        """Add the replies' figures: ``cycles[pass]`` gathers ``[mesh, dense]`` cycles per
+        system; overflows (the gradient's apart) and golden checks are counted."""
         if train:
-            cycles += [[r["cycles"] for r in replies], [r["dense_cycles"] for r in replies]]
-            self.counts["mesh_overflows"] += sum(r["overflow"] for r in replies)
-            self.counts["gradients_beyond_32_bits"] += sum(r.get("beyond", 0) for r in replies)
+            for name in replies[0]["cycles"]:
+                figures = cycles.setdefault(name, np.zeros((2, self.s.systems), dtype=np.int64))
+                figures[:, :len(replies)] += [[r["cycles"][name] for r in replies],
+                                              [r["dense_cycles"][name] for r in replies]]
+                key = "gradient_overflows" if name == "gradient" else "mesh_overflows"
+                self.counts[key] += sum(r["overflow"][name] for r in replies)
         self._checks[1] = max(self._checks[1], sum(r["checks"] for r in replies))
+        self.counts["mismatches"] += sum(r["mismatches"] for r in replies)
 
     @property
     def golden_checks(self):
         """Mesh results compared with the golden model so far (``check_golden``)."""
         return sum(self._checks)
+
 
     def step(self):
         """Train one batch; returns the step's record (loss, accuracy, cycles)."""
@@ -215,8 +219,11 @@ class Trainer:
         self.step_index += 1
         self.train_seconds += time.perf_counter() - start
         self.steps_timed += 1
+        total = sum(cycles.values())        # per system; the step waits for the slowest
         record = {"step": step, "loss": loss, "accuracy": accuracy,
-                  "mesh_cycles": int(cycles[0].max()), "dense_cycles": int(cycles[1].max())}
+                  "mesh_cycles": int(total[0].max()), "dense_cycles": int(total[1].max()),
+                  "cycles_by_pass": {k: int(v[0].max()) for k, v in cycles.items()},
+                  "dense_cycles_by_pass": {k: int(v[1].max()) for k, v in cycles.items()}}
         self.history.append(record)
         return record
 
@@ -257,6 +264,9 @@ class Trainer:
         outside = sum(int(m.size - np.count_nonzero(m)) for m in masks)
         mesh = sum(r["mesh_cycles"] for r in self.history)
         dense = sum(r["dense_cycles"] for r in self.history)
+        by_pass = {key: {name: sum(r.get(key, {}).get(name, 0) for r in self.history)
+                         for name in PASSES}
+                   for key in ("cycles_by_pass", "dense_cycles_by_pass")}
         last = self.history[-1] if self.history else {}
         return {
             "test_accuracy": self.evaluations[-1]["test_accuracy"] if self.evaluations else None,
@@ -269,10 +279,17 @@ class Trainer:
             "model": "-".join(str(w) for w in (64, *self.s.hidden, 10)),
             "mesh_cycles": mesh, "dense_cycles": dense,
             "speedup_vs_dense": dense / mesh if mesh else None,
+            **by_pass,
+            "speedup_by_pass": {name: (by_pass["dense_cycles_by_pass"][name]
+                                       / by_pass["cycles_by_pass"][name]
+                                       if by_pass["cycles_by_pass"][name] else None)
+                                for name in PASSES},
             "cycles_source": "rtl" if self.s.backend != "golden" else "cycle model",
+            "gradient_source": "mesh",
             "weights_digest": self.memoryx.digest(),
             "final_loss": last.get("loss"), "train_accuracy": last.get("accuracy"),
-            "golden_checks": self.golden_checks, **self.counts,
+            "golden_checks": self.golden_checks, "checked_results": self.golden_checks,
+            **self.counts,
             "model_bytes": self.memoryx.model_bytes(),
             "model_bytes_int16": sum(2 * s.n_in * s.n_out for s in self.memoryx.layers),
             "mesh_sram_bytes": self.config.sram_bytes,
@@ -305,89 +322,14 @@ class Trainer:
     def _load(self, path):
         """MemoryX's state and this trainer's counts from the checkpoint ``path``, checked
         first; returns the checkpoint's run fields (SwarmX's ``link_bytes`` among them)."""
-        run = self.memoryx.load(path, check=lambda extra, t: self._checked(path, extra, t))
+        run = self.memoryx.load(path, check=lambda extra, t: check_run(
+            path, extra, t, total_steps=self.total_steps, counts=self.counts, settings=self.s))
         self.step_index = run["step"]
         self.history = run["history"]
         self.evaluations = run["evaluations"]
         self.counts.update(run["counts"])
         self._checks = [run["golden_checks"], 0]    # the figures go on from there
         return run
-
-    def _checked(self, path, extra, t):
-        """The trainer's fields of a checkpoint's ``extra``, checked (MemoryX's ``t``: its
-        optimizer steps, one a training step); ``CheckpointError`` naming the first bad one."""
-        def field(check, name, value, *bounds):
-            try:
-                return check(name, value, *bounds)
-            except ValueError as error:
-                raise CheckpointError(f"checkpoint {path}: {error}") from None
-
-        def table(name, value, keys):
-            if not isinstance(value, dict) or set(value) != set(keys):
-                raise CheckpointError(f"checkpoint {path}: {name} must be a table of "
-                                      f"{', '.join(keys)}, not {value!r:.80}")
-            return dict(value)
-
-        def listing(name, value):
-            if not isinstance(value, list):
-                raise CheckpointError(f"checkpoint {path}: {name} must be a list, not "
-                                      f"{value!r:.80}")
-            return value
-
-        if not isinstance(extra, dict):
-            raise CheckpointError(f"checkpoint {path} holds no training run (extra is "
-                                  f"{extra!r:.80})")
-        self._check_data(path, extra.get("data"))
-        step = field(integer, "step", extra.get("step"), 0)
-        if step > self.total_steps:
-            raise CheckpointError(f"checkpoint {path} is at step {step}, beyond this run's "
-                                  f"{self.total_steps} steps: resume with the steps or epochs "
-                                  f"of the run that wrote it")
-        if step != t:
-            raise CheckpointError(f"checkpoint {path}: step {step} does not match its optimizer "
-                                  f"step count t = {t}")
-        history = listing("history", extra.get("history"))
-        if len(history) != step:
-            raise CheckpointError(f"checkpoint {path}: history must hold one record per step "
-                                  f"({step}), not {len(history)}")
-        run = {"step": step, "history": [], "evaluations": []}
-        for k, record in enumerate(history):
-            record = table(f"history[{k}]", record, ("step", "loss", "accuracy", "mesh_cycles",
-                                                     "dense_cycles"))
-            field(integer, f"history[{k}].step", record["step"], k, k)
-            record["loss"] = field(number, f"history[{k}].loss", record["loss"], 0.0)
-            record["accuracy"] = field(number, f"history[{k}].accuracy", record["accuracy"],
-                                       0.0, 1.0)
-            for name in ("mesh_cycles", "dense_cycles"):
-                field(integer, f"history[{k}].{name}", record[name], 0)
-            run["history"].append(record)
-        for k, record in enumerate(listing("evaluations", extra.get("evaluations"))):
-            record = table(f"evaluations[{k}]", record, ("step", "test_accuracy"))
-            field(integer, f"evaluations[{k}].step", record["step"], 1, step)
-            record["test_accuracy"] = field(number, f"evaluations[{k}].test_accuracy",
-                                            record["test_accuracy"], 0.0, 1.0)
-            run["evaluations"].append(record)
-        for name, keys in (("counts", self.counts), ("link_bytes", SwarmX.LINKS)):
-            run[name] = {key: field(integer, f"{name}.{key}", value, 0)
-                         for key, value in table(name, extra.get(name), tuple(keys)).items()}
-        run["golden_checks"] = field(integer, "golden_checks", extra.get("golden_checks"), 0)
-        return run
-
-    def _check_data(self, path, data):
-        """``CheckpointError`` unless the checkpoint's data settings are this run's."""
-        if not isinstance(data, dict) or set(data) != set(DATA_SETTINGS):
-            raise CheckpointError(f"checkpoint {path} does not record its data settings "
-                                  f"({', '.join(DATA_SETTINGS)}): cannot tell which samples it "
-                                  f"trained on")
-        for name in DATA_SETTINGS:
-            if not isinstance(data[name], int) or isinstance(data[name], bool):
-                raise CheckpointError(f"checkpoint {path}: data.{name} must be an integer, not "
-                                      f"{data[name]!r:.80}")
-            if data[name] != getattr(self.s, name):
-                raise CheckpointError(
-                    f"checkpoint {path} was trained with {name} {data[name]!r}, this run has "
-                    f"{name} {getattr(self.s, name)!r}: resume with --{name} {data[name]!r} "
-                    f"({' and '.join(DATA_SETTINGS)} decide the data split and order)")
 
     def close(self):
         self.swarm.close()

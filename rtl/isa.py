@@ -60,7 +60,8 @@ __all__ = [
     # payloads and arguments
     "ARG_BITS", "MAX_ARG", "MAX_READ",
     "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
-    "SelectArg", "MaskArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS", "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
+    "SelectArg", "MaskArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS",
+    "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
     "SELECT_ARG", "MASK_ARG", "control_data", "weight_data", "load_data", "word_data", "addr_data",
     "read_data", "cr_data", "select_data", "mask_data",
     # straps

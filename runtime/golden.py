@@ -27,13 +27,13 @@ class GoldenSystem(System):
         self.fast = bool(fast)
 
     def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
-             counters=True):
+             counters=True, mask=None):
         if not self.fast:
             return super().gemm(W, X, raw=raw, balance=balance, out_placement=out_placement,
-                                zeros=zeros, counters=counters)
+                                zeros=zeros, counters=counters, mask=mask)
         fmt = self.config.fmt
         program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
-                               raw=raw, zeros=zeros)
+                               raw=raw, zeros=zeros, mask=mask)
         Y, totals = gemm_reference(self.config, program, program.X)
         _, saturated = numerics.requantise(fmt, totals)
         overflow = bool(saturated.any() or (totals <= fmt.acc_min).any()

@@ -208,10 +208,11 @@ class System(ABC):
         return self.exchange(streams)
 
     def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
-             counters=True):
+             counters=True, mask=None):
         """``Y = W @ X`` on this mesh (``docs/mesh.md``): load ``X``, stream ``W``'s nonzeros
         (``W`` dense, or a :class:`~wse.fabric.tiling.SparseRows`, compiled without a dense copy),
-        read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`.
+        read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`. ``mask``
+        (``(n_out, tokens)`` bools) makes it a masked GEMM (``docs/mesh.md``).
 
         With ``counters`` the compute phase's counters are read before and after it (two more
         READ exchanges); without, ``counters`` of the result is empty and ``error`` and
@@ -219,7 +220,7 @@ class System(ABC):
         needs)."""
         X = np.asarray(X)
         program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
-                               raw=raw, zeros=zeros)
+                               raw=raw, zeros=zeros, mask=mask)
         load = self.exchange(program.load_streams(X))
         before = self.counters() if counters else None
         compute = self.launch(program.streams)

@@ -22,7 +22,7 @@ FIXED = [
     (isa.ConfigPayload, isa.CONFIG), (isa.WeightPayload, isa.WEIGHT), (isa.LoadPayload, isa.LOAD),
     (isa.WordPayload, isa.WORD), (isa.AddrArg, isa.ADDR_ARG), (isa.ReadArg, isa.READ_ARG),
     (isa.CrArg, isa.CR_ARG), (isa.CrEntry, isa.CR_ENTRY), (isa.RouteStrap, isa.ROUTE_STRAP),
-    (isa.SelectArg, isa.SELECT_ARG),
+    (isa.SelectArg, isa.SELECT_ARG), (isa.MaskArg, isa.MASK_ARG),
 ]
 #: ... and the ones that depend on a parameter.
 ALL = FIXED + [(isa.core_strap_layout(rows, cols), isa.core_strap_codec(rows, cols))
@@ -107,8 +107,11 @@ def test_builders_raise_naming_the_field():
 def test_sizes():
     for codec in (isa.WEIGHT, isa.LOAD, isa.WORD, isa.CONTROL, isa.CONFIG):
         assert codec.width == 32, codec.name
-    for codec in (isa.ADDR_ARG, isa.READ_ARG, isa.CR_ARG, isa.SELECT_ARG):
+    for codec in (isa.ADDR_ARG, isa.READ_ARG, isa.CR_ARG, isa.SELECT_ARG, isa.MASK_ARG):
         assert codec.width == isa.ARG_BITS == 28, codec.name
+    assert (isa.MASK_CHUNK, isa.MASK_MAX_CHUNKS, isa.MASK_MAX_COLS) == (16, 64, 64)
+    # a MASK of column 3, chunk 2, gating tokens 32..47 to 0x00f1: op 9 in bits 31:28
+    assert int(isa.mask_data(3, 2, 0xF1)) == (9 << 28) | (3 << 22) | (2 << 16) | 0xF1
     assert isa.CR_ENTRY.width == 29 and isa.ROUTE_STRAP.width == 10
     assert data.Layout.cast(isa.route_straps_layout(24)).size == 240
     assert isa.MAX_READ == 4095 and isa.MAX_ARG == (1 << 28) - 1

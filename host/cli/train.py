@@ -139,6 +139,9 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
         click.echo(json.dumps({k: v for k, v in report.items() if k != "history"}))
     else:
         _summary(report)
+    if report["mismatches"]:
+        raise click.ClickException(f"{report['mismatches']} mesh result(s) differed from the "
+                                   f"golden model (--check-golden)")
 
 
 def _run(trainer, out_dir=None, checkpoint_every=None):
@@ -194,11 +197,16 @@ def _summary(report):
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = {k: report[k] for k in ("test_accuracy", "weight_sparsity", "steps", "final_loss",
-                                   "mesh_cycles", "dense_cycles", "speedup_vs_dense",
-                                   "cycles_source", "golden_checks", "mesh_overflows",
-                                   "gradients_beyond_32_bits",
-                                   "model_bytes", "mesh_sram_bytes", "seconds",
-                                   "weights_digest")}
+                                   "mesh_cycles", "dense_cycles", "speedup_vs_dense")}
+    for name in report["cycles_by_pass"]:
+        speedup = report["speedup_by_pass"][name]
+        rows[f"{name} pass"] = (f"{report['cycles_by_pass'][name]} cycles (dense "
+                                f"{report['dense_cycles_by_pass'][name]}, "
+                                + ("-" if speedup is None else f"{speedup:.2f}x") + ")")
+    rows |= {k: report[k] for k in ("cycles_source", "gradient_source", "checked_results",
+                                    "mismatches", "mesh_overflows", "gradient_overflows",
+                                    "model_bytes", "mesh_sram_bytes", "seconds",
+                                    "weights_digest")}
     rows |= {f"swarmx {k}": report["swarmx"][k] for k in ("tree_depth", "links",
                                                           "bytes_per_link")}
     for name, value in rows.items():
