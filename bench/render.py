@@ -88,9 +88,21 @@ def _model_error(r):
 
 def _late_steps(r, key):
     """Mean of ``key`` per step over the last quarter of the training run (pruning done)."""
+    return _late_steps_of(r, lambda step: step[key])
+
+
+def _late_pass(r, name):
+    """A pass's cycles per step once pruned, against dense, and the ratio."""
+    mesh = _late_steps_of(r, lambda step: step["cycles_by_pass"][name])
+    dense = _late_steps_of(r, lambda step: step["dense_cycles_by_pass"][name])
+    return f"{mesh:,.0f} against {dense:,.0f} dense ({dense / mesh:.2f}x)"
+
+
+def _late_steps_of(r, value):
+    """Mean of ``value(step)`` over the last quarter of the training run."""
     history = r["train"]["history"]
     late = history[len(history) * 3 // 4:]
-    return sum(step[key] for step in late) / len(late)
+    return sum(value(step) for step in late) / len(late)
 
 
 def _late_range(r):
@@ -180,6 +192,10 @@ FIGURES = {
     "train.late_dense_cycles": (lambda r: _late_steps(r, "dense_cycles"), "{:,.0f}"),
     "train.late_speedup": (lambda r: _late_steps(r, "dense_cycles")
                            / _late_steps(r, "mesh_cycles"), "{:.1f}x"),
+    "train.late_forward": (lambda r: _late_pass(r, "forward"), "{}"),
+    "train.late_gradient": (lambda r: _late_pass(r, "gradient"), "{}"),
+    "train.late_delta": (lambda r: _late_pass(r, "delta"), "{}"),
+    "train.gradient_overflows": (lambda r: r["train"]["gradient_overflows"], "{}"),
     "train.bytes_per_link": (lambda r: r["train"]["swarmx"]["bytes_per_link"], _mb),
     "train.broadcast_bytes_per_link": (
         lambda r: r["train"]["swarmx"]["broadcast_bytes_per_link"], _mb),
@@ -187,7 +203,8 @@ FIGURES = {
                                     _mb),
     # wse train --backend verilator --steps 3 --check-golden, against the golden run
     "train_rtl.mesh": (lambda r: r["train_rtl"]["mesh"], "{}"),
-    "train_rtl.golden_checks": (lambda r: r["train_rtl"]["golden_checks"], "{}"),
+    "train_rtl.golden_checks": (lambda r: r["train_rtl"]["checked_results"], "{}"),
+    "train_rtl.mismatches": (lambda r: r["train_rtl"]["mismatches"], "{}"),
     "train_rtl.mesh_cycles": (lambda r: r["train_rtl"]["mesh_cycles"], "{:,}"),
     "train_rtl.model_cycles": (lambda r: r["train_steps3"]["mesh_cycles"], "{:,}"),
     "train_rtl.model_error": (lambda r: abs(r["train_steps3"]["mesh_cycles"]
@@ -279,6 +296,10 @@ _TRAIN_ROWS = (
     ("dense-equivalent cycles", "{train.dense_cycles} ({train.speedup})"),
     ("per step once pruned (steps {train.late_steps})",
      "{train.late_mesh_cycles} against {train.late_dense_cycles} dense ({train.late_speedup})"),
+    ("&nbsp;&nbsp;forward pass", "{train.late_forward}"),
+    ("&nbsp;&nbsp;weight-gradient pass", "{train.late_gradient}"),
+    ("&nbsp;&nbsp;delta pass", "{train.late_delta}"),
+    ("gradient passes that saturated", "{train.gradient_overflows}"),
     ("SwarmX bytes per link", "{train.bytes_per_link} ({train.broadcast_bytes_per_link} weight "
                               "streams down, {train.reduce_bytes_per_link} gradients up)"),
 )

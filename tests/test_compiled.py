@@ -42,11 +42,11 @@ class Recording:
 
 
 def run_program(system, rng, config, steps):
-    """A random program: GEMMs (requantised, raw, zeros streamed), memory copies and counter
-    reads, in a random order; every result goes into the returned list."""
+    """A random program: GEMMs (requantised, raw, zeros streamed, masked), memory copies and
+    counter reads, in a random order; every result goes into the returned list."""
     results = []
     for _ in range(steps):
-        kind = rng.integers(4)
+        kind = rng.integers(5)
         n_in = int(rng.integers(1, config.n_feat * config.rows + 1))
         n_out = int(rng.integers(1, config.n_out * config.rows + 1))
         tokens = int(rng.integers(1, config.n_tok * config.cols + 1))
@@ -58,6 +58,9 @@ def run_program(system, rng, config, steps):
             results.append(system.gemm(W, X, raw=True, counters=False).y)
         elif kind == 2:
             results.append(system.gemm(W, X, zeros=True).y)
+        elif kind == 4:
+            mask = rng.random((n_out, tokens)) < rng.uniform(0.05, 0.5)
+            results.append(system.gemm(W, X, raw=bool(rng.integers(2)), mask=mask).y)
         else:
             block = rng.integers(-300, 300, (config.rows, config.cols, 5))
             system.memcpy_h2d("X", block, 0, 0, config.cols, config.rows)

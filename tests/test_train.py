@@ -123,27 +123,61 @@ def test_a_model_ten_times_the_mesh_sram_trains_on_4x4(tmp_path):
     assert report["layer_sparsity"]["fc1"] > 0.5
 
 
-@pytest.mark.xdist_group("compiled")       # the compiled model's 4x4 build
-def test_rtl_training_is_the_golden_training():
-    """The 4x4 mesh on Verilator (the compiled model), every mesh result checked against
-    golden, trains to the same bits as the golden model (two steps: forward, delta and update;
-    no test-set pass)."""
-    def steps(**kwargs):
-        with Trainer(TrainSettings(steps=2, hidden=(48,), batch=16, **kwargs)) as trainer:
-            trainer.step()
-            trainer.step()
-            return trainer.report()
+def _two_steps(**kwargs):
+    """Two training steps (forward, gradient, delta and update; no test-set pass) of a
+    64-48-10 model on a batch of 16, with a sparsity schedule that masks from the first step."""
+    settings = TrainSettings(steps=2, hidden=(48,), batch=16, **kwargs)
+    with Trainer(settings) as trainer:
+        trainer.step()
+        trainer.step()
+        return trainer.report()
 
-    golden = steps()
-    rtl = steps(backend="verilator", check_golden=True)
-    print(f"\nRTL training, 4x4 Verilator: {rtl['golden_checks']} mesh results checked, "
-          f"{rtl['mesh_cycles']} cycles measured (cycle model: {golden['mesh_cycles']}), "
-          f"dense {rtl['dense_cycles']}")
-    assert rtl["golden_checks"] == 6            # 2 steps x (2 forward + 1 delta)
+
+@pytest.fixture(scope="module")
+def golden_two_steps():
+    return _two_steps()
+
+
+def _check_rtl_training(rtl, golden, name):
+    print(f"\nRTL training, 4x4 {name}: {rtl['checked_results']} mesh results checked, "
+          f"{rtl['mismatches']} mismatches; cycles by pass {rtl['cycles_by_pass']} measured, "
+          f"{golden['cycles_by_pass']} modelled; dense {rtl['dense_cycles_by_pass']}")
+    # per step: forward 2 (fc0, fc1), gradient 2 + 2 (both layers' 48 and 64 inputs are the
+    # GEMM's tokens: two blocks of 32 each), delta 1
+    assert rtl["checked_results"] == 14 and rtl["mismatches"] == 0
+    assert rtl["gradient_source"] == "mesh" == golden["gradient_source"]
     assert rtl["weights_digest"] == golden["weights_digest"]
-    assert rtl["cycles_source"] == "rtl" and rtl["mesh_cycles"] > 0
-    assert abs(rtl["mesh_cycles"] - golden["mesh_cycles"]) <= 0.1 * golden["mesh_cycles"]
+    assert rtl["cycles_source"] == "rtl" and rtl["gradient_overflows"] == 0
+    for name in ("forward", "delta", "gradient"):
+        measured, model = rtl["cycles_by_pass"][name], golden["cycles_by_pass"][name]
+        assert measured > 0 and abs(measured - model) <= 0.1 * model, name
+        assert rtl["dense_cycles_by_pass"][name] == golden["dense_cycles_by_pass"][name]
     json.dumps(rtl)
+
+
+@pytest.mark.xdist_group("compiled")       # the compiled model's 4x4 build
+def test_rtl_training_is_the_golden_training(golden_two_steps):
+    """The 4x4 mesh on Verilator (the compiled model), every mesh result of every pass checked
+    against golden, trains to the same bits as the golden model."""
+    rtl = _two_steps(backend="verilator", check_golden=True)
+    _check_rtl_training(rtl, golden_two_steps, "Verilator")
+
+
+def test_rtl_training_on_icarus_is_the_golden_training(golden_two_steps):
+    """The same two steps on Icarus (through cocotb)."""
+    rtl = _two_steps(backend="icarus", check_golden=True)
+    _check_rtl_training(rtl, golden_two_steps, "Icarus")
+
+
+def test_the_report_names_the_gradients_source_and_every_passs_figures(reference):
+    assert reference["gradient_source"] == "mesh"
+    by_pass, dense = reference["cycles_by_pass"], reference["dense_cycles_by_pass"]
+    assert set(by_pass) == set(dense) == {"forward", "delta", "gradient"}
+    assert sum(by_pass.values()) == reference["mesh_cycles"]
+    assert sum(dense.values()) == reference["dense_cycles"]
+    assert all(dense[k] >= by_pass[k] > 0 for k in by_pass)
+    assert reference["speedup_by_pass"]["gradient"] == dense["gradient"] / by_pass["gradient"]
+    assert reference["checked_results"] == 0 and reference["mismatches"] == 0
 
 
 @pytest.mark.parametrize("kwargs, message", [

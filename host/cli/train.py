@@ -139,6 +139,11 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
         click.echo(json.dumps({k: v for k, v in report.items() if k != "history"}))
     else:
         _summary(report)
+    if report["gradient_overflows"]:
+        console.print(f"warning: {report['gradient_overflows']} weight-gradient pass(es) "
+                      f"saturated a 32-bit accumulator: those gradients are clipped, and the "
+                      f"same digest on any number of systems is not guaranteed for this run",
+                      style="yellow", markup=False, highlight=False)
     if report["mismatches"]:
         raise click.ClickException(f"{report['mismatches']} mesh result(s) differed from the "
                                    f"golden model (--check-golden)")
