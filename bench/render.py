@@ -100,8 +100,7 @@ def _late_pass(r, name):
 
 def _late_steps_of(r, value):
     """Mean of ``value(step)`` over the last quarter of the training run."""
-    history = r["train"]["history"]
-    late = history[len(history) * 3 // 4:]
+    late = r["train"]["history"][len(r["train"]["history"]) * 3 // 4:]
     return sum(value(step) for step in late) / len(late)
 
 
@@ -192,9 +191,8 @@ FIGURES = {
     "train.late_dense_cycles": (lambda r: _late_steps(r, "dense_cycles"), "{:,.0f}"),
     "train.late_speedup": (lambda r: _late_steps(r, "dense_cycles")
                            / _late_steps(r, "mesh_cycles"), "{:.1f}x"),
-    "train.late_forward": (lambda r: _late_pass(r, "forward"), "{}"),
-    "train.late_gradient": (lambda r: _late_pass(r, "gradient"), "{}"),
-    "train.late_delta": (lambda r: _late_pass(r, "delta"), "{}"),
+    **{f"train.late_{name}": (lambda r, name=name: _late_pass(r, name), "{}")
+       for name in ("forward", "gradient", "delta")},
     "train.gradient_overflows": (lambda r: r["train"]["gradient_overflows"], "{}"),
     "train.bytes_per_link": (lambda r: r["train"]["swarmx"]["bytes_per_link"], _mb),
     "train.broadcast_bytes_per_link": (

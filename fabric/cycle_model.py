@@ -106,7 +106,10 @@ class CycleModel:
             per = np.einsum("oib,fib->ofb", g, nz).max(axis=2)             # (n_out, F)
             out[:, c] = (on * np.maximum(1, per)).sum(axis=1)
             out[:, c] += idle[:, feats].sum(axis=1) + masks[:, c] * any_weight
-        return out
+        # every core takes every wavelet of its row's stream from its ramp, one a cycle: the
+        # other columns' MASKs too (it discards them, but not faster than they arrive)
+        arriving = masks.sum(axis=1) * any_weight + (live[:, feats] | idle[:, feats]).sum(axis=1)
+        return np.maximum(out, (arriving + 1)[:, None])
 
     def _run(self, program, costs):
         """Plain Python over ints (a row count is small; numpy per output costs more than it

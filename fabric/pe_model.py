@@ -15,15 +15,22 @@ Timing model (the choices the RTL comparison must respect):
 - A READ of a counter gives its value when the READ starts (before its own cost, words and
   errors). ``wavelets_in`` there counts the wavelets the core must have kept by then: the ramp
   wavelets up to and including the READ, and psums the engine has used. After ``run()`` it counts
-  every wavelet given to it, psum list entries and dropped wavelets included, but not SELECTs
-  and not the ``cmd`` wavelets it discarded while another column was selected.
+  every wavelet given to it, psum list entries and dropped wavelets included, but not SELECTs,
+  not the ``cmd`` wavelets it discarded while another column was selected, and not the MASKs of
+  other columns (discarded too).
+- The gate (one bit per local token, all ones after reset) is read by an AXPY when it runs and
+  set again to all ones by every CR or CR_OUT that hands its buffer over (not a dropped one):
+  a MASK lasts until the end of the output it comes in.
 
 Decoding choices where ``docs/pe.md`` is silent: a control opcode acts the same on ``cmd`` and
 ``weight``; operands are the low ``fmt.width`` bits of the data, sign-extended; a psum is the low
 ``fmt.acc_width`` bits, sign-extended (the ctrl bit of a psum wavelet is ignored); an AXPY with a
 bad slot is an error even when its weight is 0; a dropped command costs 1 cycle and has no other
 effect (a dropped CR leaves the accumulators alone and takes no psums); a READ costs 1 + 2 per
-word; READ addresses and the load pointer wrap at 16 bits.
+word; READ addresses and the load pointer wrap at 16 bits. A MASK (on ``cmd`` or ``weight``) is
+kept only by the core of its ``col`` (on ``cmd`` only while that core's column is selected); the
+core's own costs 1 and is an error (gate unchanged) when its chunk holds none of the core's
+tokens (``16 * chunk >= n_tok``); a MASK on a foreign color is dropped as one of that color.
 """
 
 import operator
@@ -40,11 +47,13 @@ from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
-    "addr", "load", "read", "select", "weight", "cr", "psums", "selection", "axpy_cycles",
+    "addr", "load", "read", "select", "weight", "cr", "mask", "psums", "selection",
+    "axpy_cycles",
 ]
 
 _WORD = (1 << 32) - 1
 _ADDRESS_MAX = (1 << isa.ADDR_ARG.fields["addr"][1]) - 1
+_MASK_COL = isa.MASK_ARG.fields["col"][0]       # where a MASK's col starts in its arg
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
                ControlOp.TEARDOWN.value}
 
@@ -55,12 +64,18 @@ def _signed(value: int, bits: int) -> int:
     return value - (1 << bits) if value >> (bits - 1) else value
 
 
-def axpy_cycles(params: CoreParams, mask_row) -> int:
-    """Cycles of an AXPY with a nonzero weight over a slot whose nonzero mask is ``mask_row``:
-    ``max(1, max over banks b of the nonzero tokens t with t % lanes == b)``."""
+def axpy_cycles(params: CoreParams, mask_row, gate=None) -> int:
+    """Cycles of an AXPY with a nonzero weight over a slot whose nonzero mask is ``mask_row``,
+    under the core's ``gate`` (all ones by default): ``max(1, max over banks b of the tokens t
+    with t % lanes == b, nonzero and gated on)``."""
     mask = np.asarray(mask_row, dtype=bool)
     if mask.shape != (params.n_tok,):
         raise ValueError(f"mask_row must have shape ({params.n_tok},), not {mask.shape!r}")
+    if gate is not None:
+        gate = np.asarray(gate, dtype=bool)
+        if gate.shape != (params.n_tok,):
+            raise ValueError(f"gate must have shape ({params.n_tok},), not {gate.shape!r}")
+        mask = mask & gate
     return max(1, int(mask.reshape(params.tpb, params.lanes).sum(axis=0).max()))
 
 
@@ -113,6 +128,18 @@ def cr(params: CoreParams, o: int, *, raw: bool = False) -> int:
     return _wavelet(int(isa.cr_data(o, raw=raw)), params.colors.weight, 1)
 
 
+def mask(params: CoreParams, chunk: int, bits: int, col: int | None = None, *,
+         color: int | None = None) -> int:
+    """MASK on ``weight`` (or ``color``): in the core of column ``col`` (``params.col`` by
+    default), the gate of local tokens ``16 * chunk + j`` := bit ``j`` of ``bits``, until the
+    next carriage return."""
+    col = params.col if col is None else integer("col", col, 0, isa.MASK_MAX_COLS - 1)
+    chunk = integer("chunk", chunk, 0, isa.MASK_MAX_CHUNKS - 1)
+    bits = integer("bits", bits, 0, (1 << isa.MASK_CHUNK) - 1)
+    return _wavelet(int(isa.mask_data(col, chunk, bits)),
+                    params.colors.weight if color is None else color, 1)
+
+
 def _decode(data: np.ndarray) -> dict[str, list[int]]:
     """The fields of every way a command's data may be read (:mod:`rtl.isa`), vectorised."""
     control, weight = isa.CONTROL.unpack(data), isa.WEIGHT.unpack(data)
@@ -125,19 +152,26 @@ def _decode(data: np.ndarray) -> dict[str, list[int]]:
         "read_addr": read["addr"].tolist(), "read_len": read["len"].tolist(),
         "o": isa.CR_ARG.unpack(control["arg"])["o"].tolist(),
         "col": isa.SELECT_ARG.unpack(control["arg"])["col"].tolist(),
+        "chunk": isa.MASK_ARG.unpack(control["arg"])["chunk"].tolist(),
+        "bits": isa.MASK_ARG.unpack(control["arg"])["bits"].tolist(),
     }
 
 
 def selection(params: CoreParams, selected: int, color, ctrl, op, col):
     """``(kept, selected)``: which of a core's wavelets (their ``color``, ``ctrl``, control
-    ``op`` and SELECT ``col`` fields, in ramp order) it keeps, starting with column
-    ``selected`` selected, and the column selected after them. A SELECT on ``cmd`` selects its
-    column and is not kept; other ``cmd`` wavelets are kept only while ``params.col`` is
-    selected; every other color is kept."""
+    ``op`` and SELECT ``col`` fields, the latter the whole 28-bit ``arg``, in ramp order) it
+    keeps, starting with column ``selected`` selected, and the column selected after them. A
+    SELECT on ``cmd`` selects its column and is not kept; other ``cmd`` wavelets are kept only
+    while ``params.col`` is selected; a MASK on ``cmd`` or ``weight`` whose column (the top
+    bits of the same ``arg``, :class:`~rtl.isa.MaskArg`) is not ``params.col`` is not kept;
+    every other wavelet is kept."""
     cmd, mine, kept = params.colors.cmd, params.col, []
+    ours = (cmd, params.colors.weight)                  # the colors a MASK is a command on
     for k, o, c, a in zip(color, ctrl, op, col):
         if k == cmd and o and c == ControlOp.SELECT.value:
             selected = a
+            kept.append(False)
+        elif k in ours and o and c == ControlOp.MASK.value and a >> _MASK_COL != mine:
             kept.append(False)
         else:
             kept.append(k != cmd or selected == mine)
@@ -160,6 +194,8 @@ class CoreModel:
     ptr : int, the load pointer (16 bits, wraps).
     selected : int, the column last selected by a SELECT on ``cmd`` (0 after reset): while it
         is not ``params.col``, ``cmd`` wavelets are discarded (not counted in ``wavelets_in``).
+    gate : (n_tok,) bool, the tokens an AXPY may multiply (set by MASKs of this core's column,
+        all ones after reset and after every CR that takes effect).
     counters : dict of the :data:`COUNTERS` (``stall_cycles`` stays 0: it is timing-dependent).
     error : bool, sticky error flag.
     """
@@ -173,6 +209,7 @@ class CoreModel:
         self.acc = np.zeros(params.n_tok, dtype=np.int64)
         self.ptr = 0
         self.selected = 0
+        self.gate = np.ones(params.n_tok, dtype=bool)
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.error = False
         # psum FIFOs by color: (32-bit word, position in this run's ramp; None: from a list,
@@ -193,9 +230,10 @@ class CoreModel:
         / ``psum_from_s`` are queued for the partial-sum engine (before the psum lists, whose
         entries are 32-bit words, negative ones taken as two's complement); any other color is
         dropped and counted as an error. A SELECT on ``cmd`` sets :attr:`selected`; ``cmd``
-        wavelets while another column is selected are discarded (SELECTs and discarded
-        wavelets cost nothing and are not counted). ``ValueError`` if a CR needs more psums
-        than are queued (the commands before it have taken effect).
+        wavelets while another column is selected are discarded, and so are MASKs of other
+        columns (SELECTs and discarded wavelets cost nothing and are not counted).
+        ``ValueError`` if a CR needs more psums than are queued (the commands before it have
+        taken effect).
         """
         c = self.params.colors
         words = [operator.index(w) for w in wavelets]
@@ -254,6 +292,8 @@ class CoreModel:
                 self.ptr = f["addr"]
             elif op == ControlOp.READ.value:
                 cost = self._read(i, f["read_addr"], f["read_len"])
+            elif op == ControlOp.MASK.value:       # of this column: selection() took the rest
+                self._mask(f["chunk"], f["bits"])
             elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
                 if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value):
                     cost = 0      # rides on the AXPY before it, or waits (stall, not busy)
@@ -268,20 +308,29 @@ class CoreModel:
             self._fail()
         self.ptr = (self.ptr + 1) % (_ADDRESS_MAX + 1)
 
+    def _mask(self, chunk: int, bits: int) -> None:
+        first = isa.MASK_CHUNK * chunk
+        if first >= self.params.n_tok:
+            self._fail()
+            return
+        n = min(isa.MASK_CHUNK, self.params.n_tok - first)
+        self.gate[first:first + n] = [bits >> j & 1 for j in range(n)]
+
     def _axpy(self, value: int, slot: int) -> int:
         p = self.params
         value = _signed(value, p.fmt.width)
         if slot >= p.n_feat:
             self._fail()
             return 1
+        gated = np.where(self.gate, self.x[slot], 0)          # gated off: as a zero operand
         acc, overflow, issued, skipped_w, skipped_a = numerics.axpy(p.fmt, self.acc, value,
-                                                                    self.x[slot])
+                                                                    gated)
         self.acc = acc
         self._overflow(overflow)
         self.counters["macs_issued"] += issued
         self.counters["macs_skipped_weight"] += skipped_w
         self.counters["macs_skipped_act"] += skipped_a
-        return axpy_cycles(p, self.x[slot] != 0) if value else 1
+        return axpy_cycles(p, gated != 0) if value else 1
 
     def _read(self, i: int, address: int, length: int) -> int:
         snapshot = dict(self.counters)
@@ -332,6 +381,7 @@ class CoreModel:
             for v in s.tolist():
                 self._send(c.psum_to_s if p.row < owner else c.psum_to_n, v & _WORD)
         self.acc = np.zeros(p.n_tok, dtype=np.int64)
+        self.gate[:] = True
         return True
 
     # Helpers -------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from wse.rtl.core_params import Y_BASE
 from wse.rtl.validate import index_text, int_array, readonly
 from wse.rtl.wavelet import pack, unpack
 
+from . import masking
+
 __all__ = ["GemmProgram", "MAX_READ", "operands"]
 
 #: Words one READ fetches at most (its ``len`` field, :class:`~rtl.isa.ReadArg`).
@@ -157,7 +159,7 @@ class GemmProgram:
             at = np.searchsorted(position[o_idx[mine]], positions, side="right")
             streams[r] = np.insert(words[mine], at, crs).tolist()
         if self.mask is not None:
-            streams = self._with_masks(streams, position[o_idx], rows_w)
+            streams = masking.with_masks(self, streams, position[o_idx], rows_w)
         return streams, np.bincount(rows_w, minlength=cfg.rows).astype(np.int64)
 
     # Masks --------------------------------------------------------------------------------------
@@ -172,54 +174,18 @@ class GemmProgram:
 
     def gates(self):
         """``(n_out, cols, n_tok)`` bool: the gate core column ``c`` needs for output ``o``
-        (``mask[o, l * cols + c]`` for local token ``l``; padding tokens, whose ``X`` is 0,
-        stay 1 so that they cost no MASK). All ones without a mask."""
-        cfg = self.config
-        gate = np.ones((self.n_out, cfg.max_tokens), dtype=bool)
-        if self.mask is not None:
-            gate[:, :self.tokens] = self.mask
-        return gate.reshape(self.n_out, cfg.n_tok, cfg.cols).transpose(0, 2, 1)
+        (:func:`~.masking.gates`); all ones without a mask."""
+        return masking.gates(self)
 
     def mask_words(self):
-        """``(n_out, cols, chunks)`` int64: the MASK ``bits`` for each chunk of 16 local tokens
-        (tokens past ``n_tok`` are 1), or -1 where the chunk's gate is all ones (no MASK)."""
-        cfg = self.config
-        chunks = -(-cfg.n_tok // isa.MASK_CHUNK)
-        gate = np.ones((self.n_out, cfg.cols, chunks * isa.MASK_CHUNK), dtype=bool)
-        gate[:, :, :cfg.n_tok] = self.gates()
-        gate = gate.reshape(self.n_out, cfg.cols, chunks, isa.MASK_CHUNK)
-        bits = (gate.astype(np.int64) << np.arange(isa.MASK_CHUNK)).sum(axis=3)
-        return np.where(bits == (1 << isa.MASK_CHUNK) - 1, -1, bits)
+        """``(n_out, cols, chunks)``: each chunk's MASK ``bits``, -1 where none is needed
+        (:func:`~.masking.mask_words`)."""
+        return masking.mask_words(self)
 
     def masks_per_output(self):
         """``(n_out, cols)``: the MASK wavelets each column's core runs before an output's
         weights, in a row that streams any."""
         return (self.mask_words() >= 0).sum(axis=2)
-
-    def _with_masks(self, streams, positions, rows_w):
-        """``streams`` with, in each row, the output's MASKs (for every column and chunk that
-        is not all ones) in front of its first weight; rows without a weight of an output get
-        none (their gate does not matter, and the CR sets it again)."""
-        cfg = self.config
-        words = self.mask_words()
-        order = self.output_order
-        masks = []
-        for o in order.tolist():
-            c, k = np.nonzero(words[o] >= 0)
-            masks.append(pack(isa.mask_data(c, k, words[o][c, k]), cfg.plan.weight, 1).tolist()
-                         if c.size else [])
-        out = {}
-        for r in range(cfg.rows):
-            counts = np.bincount(positions[rows_w == r], minlength=self.n_out).tolist()
-            stream, at = streams[r], 0
-            merged = []
-            for k, n in enumerate(counts):
-                if n:
-                    merged.extend(masks[k])
-                merged.extend(stream[at:at + n + 1])        # the weights and the CR
-                at += n + 1
-            out[r] = merged
-        return out
 
     # Activations ------------------------------------------------------------------------------
 

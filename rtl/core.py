@@ -12,7 +12,16 @@ from .core_lane import AxpyLane
 from .core_params import CoreParams
 from .core_read import ReadEngine
 from .core_rows import RowSplit, below
-from .isa import ARG_BITS, AddrArg, CrArg, ReadArg, WeightPayload, core_strap_layout
+from .isa import (
+    ARG_BITS,
+    MASK_CHUNK,
+    AddrArg,
+    CrArg,
+    MaskArg,
+    ReadArg,
+    WeightPayload,
+    core_strap_layout,
+)
 from .psum import PsumEngine
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
@@ -27,21 +36,24 @@ class Core(wiring.Component):
     wavelets by color into two psum FIFOs and a command FIFO (every other color, in order; a
     color other than ``cmd`` and ``weight`` is dropped as an error when it reaches the head).
     The dispatcher, here, runs the commands one at a time: ADDR, LOAD, READ (through the
-    :class:`~rtl.core_read.ReadEngine`), AXPY, CR. An AXPY walks the nonzero tokens of its
-    slot, ``lanes`` banks in parallel, one token per bank per cycle, each bank an
-    :class:`~rtl.core_lane.AxpyLane` with its own MAC; a zero weight costs one cycle and no
-    multiply. A CR (its output feature split by a :class:`~rtl.core_rows.RowSplit`, no divider)
-    hands the active buffer of the :class:`~rtl.core_acc.AccBuffers` to the
-    :class:`~rtl.psum.PsumEngine` and switches to the next (zeroed) buffer. The counters are a
+    :class:`~rtl.core_read.ReadEngine`), AXPY, CR, MASK. An AXPY walks the nonzero tokens of its
+    slot whose gate bit is set, ``lanes`` banks in parallel, one token per bank per cycle, each
+    bank an :class:`~rtl.core_lane.AxpyLane` with its own MAC and its bits of the gate; a zero
+    weight costs one cycle and no multiply. A MASK (the sorter keeps only this column's) sets
+    16 gate bits in a cycle. A CR (its output feature split by a
+    :class:`~rtl.core_rows.RowSplit`, no divider) hands the active buffer of the
+    :class:`~rtl.core_acc.AccBuffers` to the :class:`~rtl.psum.PsumEngine`, switches to the
+    next (zeroed) buffer and sets every gate bit again. The counters are a
     :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder), read by the READ engine.
 
     Latency: an AXPY's last accumulation lands 2 cycles after its last issue. Throughput: one
-    command per cycle, an AXPY in ``max(1, max over banks of nonzero tokens)`` cycles. A CR
+    command per cycle, an AXPY in ``max(1, max over banks of nonzero gated tokens)`` cycles. A CR
     waits (stall cycles) while the engine is busy with the previous one; a READ waits until the
     MACs and the engine are idle, so it sees every earlier command's effect.
 
     Bad input (``docs/pe.md``: a slot outside ``X``, a LOAD or READ outside the map, an unknown
-    opcode, a wavelet of a foreign color, a CR for a result slot outside ``Y``) is dropped;
+    opcode, a wavelet of a foreign color, a CR for a result slot outside ``Y``, a MASK of a
+    chunk past ``n_tok``) is dropped;
     ``errors`` counts it and ``error`` stays set. The core keeps running.
 
     Parameters
@@ -161,6 +173,7 @@ class Core(wiring.Component):
         value = fmt.operand_from_bits(head.data)
         zero_value = fmt.is_zero(value)
         slot = data.View(WeightPayload, head.data).slot
+        mask_arg = data.View(MaskArg, arg)
         pop, walk, load, retire = Signal(), Signal(), Signal(), Signal()
         busy, stall, error_now = Signal(), Signal(), Signal()
         axpy_done = Signal()               # an AXPY's last cycle
@@ -177,6 +190,7 @@ class Core(wiring.Component):
                 lane.weight.eq(value), lane.zero_weight.eq(zero_value),
                 lane.load.eq(load & (t_of_ptr[:log_lanes] == b)),
                 lane.load_index.eq(t_of_ptr >> log_lanes), lane.load_value.eq(value),
+                lane.gate_arg.eq(mask_arg), lane.gate_reset.eq(accs.retire),
             ]
 
         # -- the dispatcher -------------------------------------------------------------------
@@ -212,6 +226,13 @@ class Core(wiring.Component):
                 with m.Else():
                     # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
                     m.d.comb += [pop.eq(1), stall.eq(1), retire.eq(1)]
+            with m.Elif(op == ControlOp.MASK.value):         # this column's (the sorter's)
+                m.d.comb += [pop.eq(1), busy.eq(1)]
+                chunks = -(-p.n_tok // MASK_CHUNK)
+                with m.If(below(mask_arg.chunk, chunks)):
+                    m.d.comb += [lane.gate_write.eq(1) for lane in lanes]
+                with m.Else():
+                    m.d.comb += error_now.eq(1)
             with m.Elif(op.matches(*(o.value for o in (ControlOp.NOP, ControlOp.ADVANCE,
                                                        ControlOp.RESET, ControlOp.TEARDOWN)))):
                 m.d.comb += [pop.eq(1), busy.eq(1)]

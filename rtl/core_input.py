@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .core_rows import RowSplit, below
-from .isa import ARG_BITS, CrArg, core_strap_layout, cr_job_layout
+from .isa import ARG_BITS, CrArg, MaskArg, core_strap_layout, cr_job_layout
 from .peek_fifo import LutFIFO, PeekFIFO, PeekSignature
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
@@ -35,7 +35,11 @@ class InputSorter(wiring.Component):
     color is dropped at dispatch, not here), except on ``cmd``: a SELECT control wavelet sets
     the selected column (column 0 after reset) and goes no further, and while another column
     is selected every ``cmd`` wavelet is taken and discarded, whether the command FIFO has
-    room or not: the cores a row's commands are not for never hold the row up.
+    room or not: the cores a row's commands are not for never hold the row up. A MASK on
+    ``cmd`` or ``weight`` whose ``col`` is not the core's is taken and discarded too (after the
+    rule above on ``cmd``); it waits for room in the command FIFO like any word of its color
+    would (``accept`` looks at colors, not at payloads, so the router would not offer it
+    earlier anyway): timing only, it never enters the FIFO.
     ``psum_n_in`` / ``psum_s_in`` (the tile's bypass) write the same psum FIFOs with priority
     over the ramp: ``i`` takes a psum only in a cycle when its bypass offers none. A wavelet a
     cycle on each of the three inputs, at once.
@@ -64,8 +68,8 @@ class InputSorter(wiring.Component):
         bit 3 ``cmd`` (always, while another column is selected).
     taken : Out(3)
         Which inputs gave a wavelet the core keeps this cycle: bit 0 ``i``, 1 ``psum_n_in``,
-        2 ``psum_s_in`` (SELECTs and discarded ``cmd`` wavelets are not kept: ``wavelets_in``
-        counts what the core keeps).
+        2 ``psum_s_in`` (SELECTs, discarded ``cmd`` wavelets and other columns' MASKs are not
+        kept: ``wavelets_in`` counts what the core keeps).
     cmd : Out(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out)))
         The command FIFO's head, and what the dispatcher needs of the entry behind it (worked
         out here, as it is written: no second copy of the entry).
@@ -122,14 +126,17 @@ class InputSorter(wiring.Component):
         arg = control.arg
         is_cmd = color == colors.cmd
         is_select = is_cmd & self.i.payload.ctrl & (control.op == ControlOp.SELECT)
-        discard = is_cmd & (is_select | ~selected)
+        is_weight = color == colors.weight
+        # another column's MASK (6-bit ``col`` against the core's, zero-extended)
+        other_mask = ((is_cmd | is_weight) & self.i.payload.ctrl
+                      & (control.op == ControlOp.MASK) & (data.View(MaskArg, arg).col != col))
+        discard = (is_cmd & (is_select | ~selected)) | other_mask
         cmd_room = cmdq.w.ready | ~selected
         with m.If(self.i.valid & self.i.ready & is_select):
             m.d.sync += [sel_col.eq(arg[:width]), sel_far.eq(arg[width:].any())]
         # the entry, and what the dispatcher needs if it is a CR (for the command in front of it)
         split = m.submodules.cr_split = RowSplit(p.rows, ARG_BITS)
         o, op = data.View(CrArg, arg).o, control.op.as_value()
-        is_weight = color == colors.weight
         ahead = cmdq.w_peek
         m.d.comb += [
             cmdq.w.payload.data.eq(self.i.payload.data),

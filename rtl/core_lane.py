@@ -1,5 +1,5 @@
-"""One lane of the core: its bank of ``X``, the bank's nonzero masks, the zero-skip walk of an
-AXPY over them, and the lane's MAC."""
+"""One lane of the core: its bank of ``X``, the bank's nonzero masks and gate bits, the zero-skip
+walk of an AXPY over them, and the lane's MAC."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -7,6 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
+from .isa import MASK_CHUNK, MaskArg
 from .mac import Mac
 from .validate import integer
 
@@ -55,17 +56,23 @@ class AccPortSignature(wiring.Signature):
 class AxpyLane(wiring.Component):
     """Bank ``b`` of the core: tokens ``t`` with ``t % lanes == b``, at index ``t // lanes``.
 
-    Holds the bank's ``X`` (``n_feat * tpb`` operands) and a ``tpb``-bit nonzero mask per
-    feature (read combinationally at ``feature``). A LOAD writes one operand and its mask bit.
-    An AXPY walks the nonzero tokens of the slot's mask, lowest first, one a cycle (``walk``):
-    the first cycle takes the mask (none with a zero ``weight``), later ones (``active``) what
-    is left; ``done`` says nothing is left after this cycle's token. Each token goes through
-    the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle, multiplied by the weight
-    in the next (``s1``), and the product added to the accumulator, read and written back in
-    the one after (``s2``).
+    Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per
+    feature (read combinationally at ``feature``) and the bank's bits of the core's **gate**
+    (a register, all ones after reset; ``docs/pe.md``, MASK). A LOAD writes one operand and its
+    mask bit. An AXPY walks the tokens of the slot's mask whose gate bit is set, lowest first,
+    one a cycle (``walk``): the first cycle takes ``mask & gate`` (none with a zero
+    ``weight``), later ones (``active``) what is left; ``done`` says nothing is left after this
+    cycle's token. A MASK (``gate_write``) sets the gate bits of the chunk's tokens in this
+    bank (index ``i`` holds token ``i * lanes + bank``, written from bit ``t % 16`` when the
+    chunk is ``t // 16``: constants per bit); ``gate_reset`` (a carriage return handing its
+    buffer over) sets every bit again. Both take effect at the end of the cycle, so the next
+    AXPY's first cycle sees them. Each token goes through the lane's :class:`~rtl.mac.Mac`:
+    ``X`` is read in the walk cycle, multiplied by the weight in the next (``s1``), and the
+    product added to the accumulator, read and written back in the one after (``s2``).
 
     Latency: a token's sum is written 2 cycles after its walk cycle. Throughput: one token a
-    cycle. Bad input: the dispatcher checks slots and LOAD addresses before it asks.
+    cycle. Bad input: the dispatcher checks slots, LOAD addresses and MASK chunks before it
+    asks (a chunk with none of the bank's tokens would change no gate bit).
 
     Parameters
     ----------
@@ -78,7 +85,7 @@ class AxpyLane(wiring.Component):
     feature : In(range(n_feat))
         The feature whose mask is read: the AXPY's slot or the LOAD's feature.
     nonzero : Out(range(tpb + 1))
-        Nonzero tokens of ``feature`` in this bank.
+        Nonzero tokens of ``feature`` in this bank whose gate bit is set.
     walk, active, weight, zero_weight : In
         Issue this cycle's token of an AXPY of ``weight`` on ``feature``; ``active``: not its
         first cycle.
@@ -86,6 +93,11 @@ class AxpyLane(wiring.Component):
         This bank has no token left after this cycle's.
     load, load_index, load_value : In
         LOAD: ``X[feature][load_index] := load_value`` and its mask bit.
+    gate_write, gate_arg : In
+        MASK: the gate bits of this bank's tokens in chunk ``gate_arg.chunk`` := their bits of
+        ``gate_arg.bits`` (``gate_arg.col`` is not looked at: the input sorter filtered it).
+    gate_reset : In(1)
+        Every gate bit := 1 (wins over ``gate_write``; the dispatcher never asks both at once).
     read, read_address : In
         READ: fetch ``X`` word ``read_address`` (``feature * tpb + index``); ``x_data`` in the
         next cycle, held until the bank's ``X`` is read again.
@@ -115,6 +127,9 @@ class AxpyLane(wiring.Component):
             "load":         In(1),
             "load_index":   In(range(tpb)),
             "load_value":   In(fmt.operand_shape),
+            "gate_write":   In(1),
+            "gate_arg":     In(MaskArg),
+            "gate_reset":   In(1),
             "read":         In(1),
             "read_address": In(range(params.n_feat * tpb)),
             "x_data":       Out(fmt.operand_shape),
@@ -133,8 +148,23 @@ class AxpyLane(wiring.Component):
         mask_rp, mask_wp = masks.read_port(domain="comb"), masks.write_port()
         mac = m.submodules.mac = Mac(fmt)
         mask = mask_rp.data
+
+        # The gate: bank index i is token t = i * lanes + bank, in chunk t // 16 at bit t % 16.
+        gate = Signal(tpb, init=(1 << tpb) - 1)
+        chunks = {(i * p.lanes + self.bank) // MASK_CHUNK for i in range(tpb)}
+        hit = {k: Signal(name=f"gate_chunk{k}") for k in chunks}
+        for k, signal in hit.items():
+            m.d.comb += signal.eq(self.gate_arg.chunk == k)
+        with m.If(self.gate_reset):
+            m.d.sync += gate.eq(gate.init)
+        with m.Elif(self.gate_write):
+            for i in range(tpb):
+                t = i * p.lanes + self.bank
+                with m.If(hit[t // MASK_CHUNK]):
+                    m.d.sync += gate[i].eq(self.gate_arg.bits[t % MASK_CHUNK])
+        live = mask & gate                         # the tokens an AXPY of ``feature`` multiplies
         m.d.comb += [mask_rp.addr.eq(self.feature), self.x_data.eq(x_rp.data),
-                     self.nonzero.eq(sum(mask[i] for i in range(tpb)))]
+                     self.nonzero.eq(sum(live[i] for i in range(tpb)))]
 
         # LOAD: the operand and its mask bit (read, modify, write in one cycle).
         bit = Const(1, tpb) << self.load_index
@@ -148,7 +178,7 @@ class AxpyLane(wiring.Component):
         # The walk: the lowest remaining nonzero token, one a cycle.
         remaining = Signal(tpb)
         candidates = Signal(tpb)
-        m.d.comb += candidates.eq(Mux(self.active, remaining, Mux(self.zero_weight, 0, mask)))
+        m.d.comb += candidates.eq(Mux(self.active, remaining, Mux(self.zero_weight, 0, live)))
         lowest = (candidates & (~candidates + 1))[:tpb]
         index = Signal(range(tpb))
         for i in reversed(range(tpb)):

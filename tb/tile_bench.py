@@ -1,10 +1,12 @@
 """cocotb module that measures one tile's core: what a weight costs, what a CR costs.
 
-Run by ``wse bench pe`` (through :mod:`bench.pe`). Weights stream in from W at full rate;
-a weight's cost is measured where the host sees it, as the spacing of accepted weights at the W
-port over a long stream, and cross-checked with the core's own ``busy_cycles``. Every phase also
-goes through the golden model (outputs and counters must agree). Figures are written as JSON to
-``WSE_BENCH_OUT``.
+Run by ``wse bench pe`` (through :mod:`bench.pe`, test ``pe_figures``). Weights stream in from W
+at full rate; a weight's cost is measured where the host sees it, as the spacing of accepted
+weights at the W port over a long stream, and cross-checked with the core's own
+``busy_cycles``. Every phase also goes through the golden model (outputs and counters must
+agree). Figures are written as JSON to ``WSE_BENCH_OUT``. ``masked`` (run by
+``tests/test_tile_cocotb.py``) does the same for masked GEMMs (``docs/pe.md``, MASK): what a
+gated weight costs, and a masked GEMM bit-exact.
 """
 
 import json
@@ -15,7 +17,7 @@ import numpy as np
 
 from wse.fabric import pe_model
 from wse.rtl import isa
-from wse.rtl.core_params import CoreParams
+from wse.rtl.core_params import Y_BASE, CoreParams
 from wse.rtl.wavelet import Direction, unpack
 
 from .tile_tb import TileTB, load_params
@@ -133,3 +135,70 @@ async def _elapsed(tb, commands):
     first = tb.accepted[Direction.W][mark]
     await tb.check_counters()          # returns once the core has finished everything before
     return tb.cycle - first
+
+
+@cocotb.test()
+async def masked(dut):
+    """MASKs on a core of column ``col`` > 0 with several chunks of 16 tokens: a masked GEMM
+    (this column's MASKs on ``weight`` and ``cmd``, other columns' on both, a chunk past the
+    core's tokens, CRs and CR_OUTs that open the gate again) bit-exact with the golden model,
+    whose results are the masked product; then a weight gated to ``k`` tokens a bank costs
+    ``k`` cycles at the W port, as the model says."""
+    params = load_params()
+    core = CoreParams.from_dict(params)
+    assert core.col > 0 and core.n_tok > 16, "masked needs column > 0 and several chunks"
+    rng = np.random.default_rng(params.get("seed", 1))
+    tb = TileTB(dut, core)
+    await tb.start()
+    chunks = core.n_tok // isa.MASK_CHUNK
+    others = [k for k in range(core.cols) if k != core.col] + [core.col + 4]
+    x = rng.integers(-300, 300, (core.n_feat, core.n_tok))
+    x[rng.random(x.shape) < 0.3] = 0
+    w = rng.integers(-300, 300, (core.n_out, core.n_feat))
+    w[rng.random(w.shape) < 0.5] = 0
+    gate = rng.random((core.n_out, core.n_tok)) < 0.4
+    gate[1] = True                                   # an output without MASKs
+    cmds = [pe_model.select(core), pe_model.addr(core, 0), *pe_model.load(core, x)]
+    for o in range(core.n_out):
+        color = core.colors.cmd if o % 2 else core.colors.weight
+        for k in range(chunks):
+            bits = int((gate[o, 16 * k:16 * k + 16].astype(int) << np.arange(16)).sum())
+            cmds.append(pe_model.mask(core, int(rng.integers(0, chunks + 1)), 0xFFFF,
+                                      col=int(rng.choice(others)), color=color))
+            if bits != 0xFFFF:
+                cmds.append(pe_model.mask(core, k, bits, color=color))
+        if o == 2:
+            cmds.append(pe_model.mask(core, chunks, 0))          # no token there: an error
+        cmds += [pe_model.weight(core, int(v), f) for f, v in enumerate(w[o]) if v]
+        cmds.append(pe_model.cr(core, o, raw=o == 3))
+    cmds.append(pe_model.read(core, Y_BASE, core.n_out * core.n_tok))
+    sent = await tb.phase(cmds)
+    counters = await tb.check_counters()
+    exact = (w @ x) * gate
+    rounded = np.round(exact / 2 ** core.fmt.frac_bits).astype(np.int64)
+    rounded[3] = 0                                               # a CR_OUT leaves Y alone
+    assert (tb.model.y == rounded).all() and counters["errors"] == 1
+    raw = sent[Direction.E][:core.n_tok]                         # the CR_OUT, then Y
+    assert raw == [int(v) & 0xFFFFFFFF for v in exact[3]]
+    assert counters["macs_issued"] == int(((w != 0).astype(int) @ (x != 0) * gate).sum())
+
+    # the cost of a gated weight: every token nonzero, k gated on in each bank
+    x = rng.integers(1, 300, (core.n_feat, core.n_tok))
+    await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
+    k = max(1, core.tpb // 4)
+    on = np.zeros(core.n_tok, dtype=bool)
+    on[:k * core.lanes] = True
+    await tb.phase([pe_model.mask(core, c, int((on[16 * c:16 * c + 16].astype(int)
+                                                 << np.arange(16)).sum()))
+                    for c in range(chunks)])
+    n = int(params.get("weights", 120))
+    weights = [pe_model.weight(core, int(v), int(f)) for v, f in
+               zip(rng.integers(1, 300, n), rng.integers(0, core.n_feat, n))]
+    measured, busy = await stream_cost(tb, weights)
+    assert pe_model.axpy_cycles(core, x[0] != 0, on) == k == busy
+    assert abs(measured - k) < 0.05, f"a weight gated to {k} tokens a bank took {measured}"
+    await tb.phase([pe_model.cr(core, 0)])
+    cocotb.log.info("masked GEMM at column %d of %d, %d tokens: bit-exact, %d MACs issued; "
+                    "a weight gated to %d of %d tokens a bank costs %.2f cycles; cycle %d",
+                    core.col, core.cols, core.n_tok, counters["macs_issued"], k, core.tpb,
+                    measured, tb.cycle)

@@ -9,14 +9,15 @@ from amaranth.sim import Simulator
 from wse.fabric import pe_model
 from wse.rtl.core import Core
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS
-from wse.rtl.isa import CONTROL, CR_ARG, READ_ARG, WAVELET, ControlOp
+from wse.rtl.isa import CONTROL, CR_ARG, READ_ARG, WAVELET, ControlOp, core_strap_value
 
 
 def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: True, **core_kwargs):
     """Feed ``commands`` and psum wavelet lists to a core; READ the counters at the end.
 
     Each list stands for one router queue. Each cycle the ramp offers the head of one pending
-    list, moving to the next list when the core does not take it. Returns
+    list, moving to the next list when the core does not take it. With ``straps=True`` the
+    core's straps are tied to ``params`` (as a mesh ties them). Returns
     ``({color: [data words]}, counters, cycles_used)``.
     """
     core = Core(params, **core_kwargs)
@@ -25,6 +26,8 @@ def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: Tr
     used = []
 
     async def bench(ctx):
+        if core.straps:
+            ctx.set(core.strap.as_value(), core_strap_value(params))
         lists = [list(commands)] + [list(psums) for psums in psum_lists]
         turn = 0
         idle = 0

@@ -1,12 +1,14 @@
 """The RTL core in Amaranth's simulator against the golden model (fabric/pe_model.py)."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
 from wse.fabric import pe_model
 from wse.rtl import isa
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
-from wse.rtl.wavelet import pack
+from wse.rtl.wavelet import ControlOp, pack
 
 from .core_harness import run_core
 
@@ -242,3 +244,97 @@ def test_random_streams_with_busy_engine_and_short_outputs(seed):
     compare(params, cmds + [pe_model.read(params, Y_BASE, 8 * n_tok)], *psums,
             ready=lambda cycle: bool(pace[cycle % len(pace)]),
             core_kwargs={"acc_buffers": int(rng.integers(2, 5))})
+
+
+def test_a_mask_gates_one_output_and_every_carriage_return_opens_the_gate():
+    """MASKs of two chunks, then AXPYs whose carriage return rides on the last one (the next
+    AXPY sees every token again), a CR on its own cycle behind a MASK, a dropped CR (the gate
+    stays), a CR_OUT; another column's MASKs on both colors are discarded, a chunk past the
+    core's tokens is an error."""
+    params = CoreParams(n_feat=2, n_tok=32, n_out=2, lanes=2, col=1, cols=2)
+    rng = np.random.default_rng(5)
+    x = rng.integers(-300, 300, (2, 32))
+    x[rng.random(x.shape) < 0.2] = 0
+    c = params.colors.cmd
+    mask, weight, cr = (partial(f, params) for f in (pe_model.mask, pe_model.weight,
+                                                     pe_model.cr))
+    cmds = [pe_model.select(params), pe_model.addr(params, 0), *pe_model.load(params, x),
+            mask(0, 0x0F0F), mask(1, 0xA5A5), mask(0, 0, col=0), weight(7, 0), weight(-5, 1),
+            cr(0),                                                # rides on the AXPY: gate open
+            weight(3, 1), mask(1, 0x0001), mask(2, 0), mask(0, 0xFFFF, col=0, color=c),
+            weight(2, 0), mask(0, 0x8000), cr(1),                 # a CR on its own cycle
+            weight(1, 0), mask(1, 0x00F0), cr(2), weight(4, 1),   # dropped: the gate stays
+            cr(3, raw=True), weight(1, 1), cr(1, raw=True),
+            pe_model.read(params, Y_BASE, 2 * 32)]
+    counters, _ = compare(params, cmds)
+    assert counters["errors"] == 2
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_masked_streams_match_the_model(seed):
+    """Random outputs of MASKs (this column's and others', on ``weight`` and ``cmd``, chunks
+    past the core's tokens), weights (zero ones too), READs, SELECTs of other columns and
+    carriage returns (CR, CR_OUT, dropped ones) with 1, 2 and 4 lanes and 2 or 4 chunks;
+    psums from both sides; random output pacing; straps in half the runs."""
+    rng = np.random.default_rng(300 + seed)
+    lanes, n_tok = [(1, 32), (2, 64), (4, 32)][seed % 3]
+    rows, cols = 3, 3
+    row, col = int(rng.integers(0, rows)), int(rng.integers(0, cols))
+    params = CoreParams(n_feat=3, n_tok=n_tok, n_out=2, lanes=lanes, rows=rows, row=row,
+                        col=col, cols=cols)
+    chunks = n_tok // 16
+    c = params.colors
+    x = rng.integers(-300, 300, (3, n_tok))
+    x[rng.random(x.shape) < 0.3] = 0
+    cmds = [pe_model.select(params), pe_model.addr(params, 0), *pe_model.load(params, x)]
+    effective = []                        # the carriage returns that take effect (need psums)
+
+    def a_mask():
+        color = c.cmd if rng.random() < 0.3 else c.weight
+        other = int(rng.choice([k for k in range(cols) if k != col] + [col + 4, 63]))
+        which = int(rng.choice([col, col, other]))
+        chunk = int(rng.integers(0, chunks + 1)) if rng.random() < 0.9 else 63
+        return pe_model.mask(params, chunk, int(rng.integers(0, 1 << 16)), col=which,
+                             color=color)
+
+    for _ in range(10):
+        for _ in range(int(rng.integers(0, 4))):
+            cmds.append(a_mask())
+        for f in rng.choice(3, int(rng.integers(0, 4)), replace=False):
+            value = int(rng.integers(-300, 300)) if rng.random() < 0.8 else 0
+            cmds.append(pe_model.weight(params, value, int(f)))
+        roll = rng.random()
+        if roll < 0.15:                   # a MASK between the weights and the CR
+            cmds.append(a_mask())
+        elif roll < 0.25:                 # another column selected: its cmd MASK discarded
+            cmds += [pe_model.select(params, (col + 1) % cols),
+                     pe_model.mask(params, 0, 0, color=c.cmd), pe_model.select(params)]
+        elif roll < 0.3:
+            cmds.append(pe_model.read(params, 0, 4))
+        raw = bool(rng.integers(0, 2))
+        o = int(rng.integers(0, params.n_out * rows))
+        if rng.random() < 0.1:            # this row's, outside Y: dropped unless raw
+            o = params.n_out * rows + row
+        cmds.append(pe_model.cr(params, o, raw=raw))
+        if raw or o % rows != row or o // rows < params.n_out:
+            effective.append(o)
+    n_from_n = sum(n_tok for o in effective if 0 < row <= o % rows)
+    n_from_s = sum(n_tok for o in effective if o % rows <= row < rows - 1)
+    psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
+    pace = rng.random(4000) < 0.7
+    # the gates matter: without the MASKs the same stream issues more MACs
+    issued = []
+    for stream in (cmds, [w for w in cmds if not _is_mask(w)]):
+        model = pe_model.CoreModel(params)
+        model.run(stream, *psums)
+        issued.append(model.counters["macs_issued"])
+    assert issued[0] < issued[1]
+    compare(params, cmds + [pe_model.read(params, Y_BASE, params.n_out * n_tok)], *psums,
+            ready=lambda cycle: bool(pace[cycle % len(pace)]),
+            core_kwargs={"acc_buffers": int(rng.integers(2, 5)), "straps": seed % 2 == 1})
+
+
+def _is_mask(word):
+    fields = isa.WAVELET.unpack(word)
+    op = isa.CONTROL.unpack(int(fields["data"]))["op"]
+    return bool(fields["ctrl"]) and op == ControlOp.MASK.value

@@ -15,10 +15,13 @@ from wse.fabric.pe_model import (
     axpy_cycles,
     cr,
     load,
+    mask,
     read,
     select,
+    selection,
     weight,
 )
+from wse.rtl import isa
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import ControlOp, pack
 
@@ -88,6 +91,80 @@ def test_axpy_costs_the_busiest_bank(lanes, nonzero, cycles):
     assert m.counters["busy_cycles"] - before == cycles
     m.run([weight(p, 0, 1)])
     assert m.counters["busy_cycles"] - before == cycles + 1
+
+
+# MASK and the gate -------------------------------------------------------------------------------
+
+def test_mask_gates_the_axpys_of_one_output():
+    """Two chunks of 16 tokens (lanes 2): an AXPY multiplies the nonzero tokens whose gate bit
+    is set, costs its busiest bank of those, counts the others as skipped activations; the CR
+    that takes effect sets every gate bit again."""
+    p, m = core(n_feat=2, n_tok=32, n_out=2, lanes=2, col=1, cols=2)
+    x = np.arange(1, 65).reshape(2, 32)
+    x[1, ::3] = 0
+    m.run([select(p), *loaded(p, x)])              # column 1: SELECT it first
+    assert m.gate.all()
+    before = dict(m.counters)
+    # chunk 0: tokens 0, 2, 4 and 5; chunk 1: tokens 16..23 (bits 0..7)
+    m.run([mask(p, 0, 0b110101), mask(p, 1, 0x00FF), weight(p, 2, 0), weight(p, 3, 1)])
+    gate = np.zeros(32, dtype=bool)
+    gate[[0, 2, 4, 5, *range(16, 24)]] = True
+    assert m.gate.tolist() == gate.tolist()
+    live1 = gate & (x[1] != 0)
+    assert m.acc.tolist() == (2 * x[0] * gate + 3 * x[1] * live1).tolist()
+    issued = int(gate.sum() + live1.sum())
+    # per bank (even, odd tokens): slot 0 gates 7 even tokens on, 5 odd; slot 1 fewer
+    cycles = 2 + axpy_cycles(p, gate) + axpy_cycles(p, x[1] != 0, gate)
+    assert axpy_cycles(p, gate) == 7 and axpy_cycles(p, x[1] != 0, gate) == 5
+    delta = {k: m.counters[k] - before[k] for k in before}
+    assert delta == {"busy_cycles": cycles, "macs_issued": issued, "macs_skipped_weight": 0,
+                     "macs_skipped_act": 64 - issued, "wavelets_in": 4, "wavelets_out": 0,
+                     "stall_cycles": 0, "errors": 0, "overflow": 0}
+    acc = m.acc.copy()
+    m.run([cr(p, 0)])
+    assert m.gate.all() and m.y[0].tolist() == np.round(acc / 256).astype(int).tolist()
+    m.run([weight(p, 1, 0)])                     # every token again
+    assert m.acc.tolist() == x[0].tolist() and not m.error
+
+
+def test_a_mask_past_the_cores_tokens_is_an_error_and_a_dropped_cr_keeps_the_gate():
+    p, m = core(n_feat=1, n_tok=8, n_out=1)
+    m.run([*loaded(p, [1] * 8), mask(p, 0, 0xFF0F)])     # bits past token 7: no token
+    assert m.gate.tolist() == [True] * 4 + [False] * 4
+    m.run([mask(p, 1, 0), mask(p, 63, 0)])               # chunks 1 and 63: 16 >= n_tok
+    assert m.counters["errors"] == 2 and m.error and m.gate.sum() == 4
+    assert m.counters["busy_cycles"] == 1 + 8 + 3        # ADDR, LOADs, three MASKs
+    m.run([cr(p, 1), weight(p, 5, 0)])                   # slot 1 outside Y: dropped
+    assert m.counters["errors"] == 3 and m.acc.tolist() == [5] * 4 + [0] * 4
+    m.run([cr(p, 0), weight(p, 5, 0)])
+    assert m.acc.tolist() == [5] * 8 and m.gate.all()
+    p, m = core(n_feat=1, n_tok=32, n_out=1, lanes=4)
+    m.run([mask(p, 2, 0), mask(p, 1, 0)])               # 32 tokens: chunk 2 is past them
+    assert m.counters["errors"] == 1 and m.gate.tolist() == [True] * 16 + [False] * 16
+
+
+def test_masks_of_other_columns_are_discarded_and_not_counted():
+    """Only the core of the MASK's column keeps it (on ``weight``, and on ``cmd`` while that
+    column is selected); the others take it from the ramp as if it was never there. A MASK on a
+    foreign color is dropped as that color's wavelets are."""
+    p, m = core(n_feat=1, n_tok=16, n_out=1, col=2, cols=3)
+    c = p.colors
+    m.run([mask(p, 0, 0, col=0), mask(p, 0, 0, col=1, color=c.cmd),
+           mask(p, 0, 0, col=2 + 8), mask(p, 0, 0, col=63)])
+    assert m.gate.all() and m.counters == dict.fromkeys(COUNTERS, 0)
+    m.run([mask(p, 0, 0, color=c.cmd)])                 # its own, but column 0 is selected
+    assert m.gate.all() and m.counters["wavelets_in"] == 0
+    m.run([select(p), mask(p, 0, 1, color=c.cmd), mask(p, 0, 3, col=0, color=c.cmd)])
+    assert m.gate.sum() == 1 and m.counters["wavelets_in"] == 1
+    assert m.counters["busy_cycles"] == 1
+    m.run([mask(p, 0, 0, color=30), mask(p, 0, 0, col=0, color=30)])
+    assert m.counters["errors"] == 2 and m.gate.sum() == 1 and m.counters["wavelets_in"] == 3
+    # selection() alone: its col argument is the whole argument, a MASK's col its top bits
+    ops = [9, 9, 9, 8, 9]
+    args = [int(isa.MASK_ARG.pack(col=k, chunk=1, bits=5)) for k in (2, 1, 2)] + [2, 2 << 22]
+    kept, selected = selection(p, 0, [c.weight, c.weight, c.cmd, c.cmd, c.cmd], [1] * 5, ops,
+                               args)
+    assert kept == [True, False, False, False, True] and selected == 2
 
 
 # CR and the partial-sum engine --------------------------------------------------------------------
@@ -206,7 +283,7 @@ def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
     assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
 
 
-@pytest.mark.parametrize("op", range(9, 16))
+@pytest.mark.parametrize("op", range(10, 16))       # 9 is MASK (below)
 def test_unknown_opcodes_are_errors(op):
     p, m = core()
     m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])
@@ -299,6 +376,10 @@ def test_colors_are_checked():
     (lambda p: read(p, 0, 4096), r"length must be an integer in 0\.\.4095, not 4096"),
     (lambda p: cr(p, 1 << 28), r"o must be an integer in 0\.\.268435455, not 268435456"),
     (lambda p: axpy_cycles(p, [True]), r"mask_row must have shape \(8,\), not \(1,\)"),
+    (lambda p: axpy_cycles(p, [True] * 8, [1]), r"gate must have shape \(8,\), not \(1,\)"),
+    (lambda p: mask(p, 64, 0), r"chunk must be an integer in 0\.\.63, not 64"),
+    (lambda p: mask(p, 0, 1 << 16), r"bits must be an integer in 0\.\.65535, not 65536"),
+    (lambda p: mask(p, 0, 0, col=64), r"col must be an integer in 0\.\.63, not 64"),
     (lambda p: CoreModel(p).run([1 << 38]), r"wavelets must be 38-bit integers, not 274877906944"),
     (lambda p: CoreModel(p).run([], psum_from_s=[1 << 32]),
      r"psum_from_s values must fit in 32 bits, not 4294967296"),
@@ -316,6 +397,9 @@ def test_builders_encode_per_the_contract():
     assert cr(p, 7) == raw(ControlOp.CR.value << 28 | 7, C.weight, 1)
     assert addr(p, 9) == raw(ControlOp.ADDR.value << 28 | 9, C.cmd, 1)
     assert load(p, [[-1, 2]]) == [raw(0xFFFF, C.cmd), raw(2, C.cmd)]
+    assert mask(p, 5, 0x8001, col=3) == raw(ControlOp.MASK.value << 28 | 3 << 22 | 5 << 16
+                                            | 0x8001, C.weight, 1)
+    assert mask(p, 1, 2, color=C.cmd) == raw(9 << 28 | 1 << 16 | 2, C.cmd, 1)
 
 
 # A whole layer ------------------------------------------------------------------------------------
