@@ -52,6 +52,7 @@ ifneq ($(RUN),0)
 	wse bench pe --json | $(call save,pe.json)
 	$(PYTHON) -m wse.bench.router_queues --json | $(call save,router_queues.json)
 	wse bench gemm --sweep --out $(RESULTS)
+	wse bench gemm --format bf16 --json | $(call save,gemm_bf16.json)
 	wse train --steps 3 --json | $(call save,train_steps3.json)
 	wse train --backend verilator --steps 3 --check-golden --json \
 	    | $(call save,train_rtl.json)

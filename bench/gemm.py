@@ -8,15 +8,21 @@ weights, and the dense ``W0``. Every result is checked bit for bit against
 ideal ``1 / (1 - s)`` speedup and what holds it back. :func:`sweep_gemm` does that for a range of
 sparsities on one System (one simulator build, one dense run) and :func:`plot_sweep` draws it.
 
+``fmt`` chooses the number format: int16 operands are integers in ``±(1..SCALE)``; bf16 ones
+are normal random numbers rounded to bf16 (as bit patterns, what the mesh carries), pruned by
+magnitude the same way.
+
 The golden backend has no cycle model: its points carry the figures that exist (results,
 counters, ideal cycles) and ``None`` for every figure derived from cycles.
 """
 
 import numpy as np
 
+from wse.fabric import numerics
 from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles
 from wse.fabric.mesh_model import gemm_reference
+from wse.rtl.numfmt import BFloat16, number_format
 from wse.rtl.validate import count, number
 from wse.runtime import open_system
 
@@ -38,12 +44,18 @@ SWEEP_SPARSITIES = (0, .25, .5, .75, .8, .85, .9, .95, .98, .99)
 SCALE = 300
 
 
-def random_operands(out_features, in_features, tokens, *, act_sparsity=0.0, seed=1):
+def random_operands(out_features, in_features, tokens, *, act_sparsity=0.0, seed=1, fmt=None):
     """``(W0, X)``: a dense ``W0`` with every weight in ``±(1..SCALE)`` and ``X`` in the same
-    range with exactly ``round(act_sparsity * X.size)`` zeros at random places."""
+    range with exactly ``round(act_sparsity * X.size)`` zeros at random places. In bf16
+    (``fmt``), standard normal numbers rounded to bf16, as bit patterns (none is zero: a
+    rounding to zero is redrawn as 1)."""
     rng = np.random.default_rng(seed)
+    fmt = number_format(fmt)
 
     def draw(shape):
+        if isinstance(fmt, BFloat16):
+            values = rng.standard_normal(shape)
+            return numerics.encode(fmt, np.where(values == 0, 1.0, values))[0]
         return rng.integers(1, SCALE + 1, shape) * rng.choice((-1, 1), shape)
 
     W0, X = draw((out_features, in_features)), draw((in_features, tokens))
@@ -51,19 +63,22 @@ def random_operands(out_features, in_features, tokens, *, act_sparsity=0.0, seed
     return W0, X
 
 
-def prune(W0, sparsity, *, seed=0):
+def prune(W0, sparsity, *, seed=0, fmt=None):
     """``W0`` with its ``round(sparsity * W0.size)`` smallest-magnitude weights set to zero;
-    ties go by a random order fixed by ``seed``, so a higher sparsity prunes a superset."""
+    ties go by a random order fixed by ``seed``, so a higher sparsity prunes a superset. In
+    bf16 (``fmt``) ``W0`` holds finite bit patterns, whose magnitude bits order as the values'
+    magnitudes do."""
     W0 = np.asarray(W0)
     tiebreak = np.random.default_rng(seed).random(W0.size)
-    smallest_first = np.lexsort((tiebreak, np.abs(W0).ravel()))
+    magnitude = W0 & 0x7FFF if isinstance(number_format(fmt), BFloat16) else np.abs(W0)
+    smallest_first = np.lexsort((tiebreak, magnitude.ravel()))
     W = W0.copy()
     W.flat[smallest_first[:round(sparsity * W0.size)]] = 0
     return W
 
 
 def bench_gemm(*, mesh=(4, 4), sparsity=0.9, out_features=64, in_features=64, tokens=32,
-               act_sparsity=0.0, backend="verilator", seed=1, config_overrides=None,
+               act_sparsity=0.0, backend="verilator", seed=1, fmt=None, config_overrides=None,
                progress=None):
     """Measure one sparsity (see the module docstring); returns the figures as a dict:
 
@@ -74,20 +89,20 @@ def bench_gemm(*, mesh=(4, 4), sparsity=0.9, out_features=64, in_features=64, to
     ``utilisation`` (ideal / cycles), ``psum_overhead_cycles_per_output`` (cycles the busiest
     core spent on anything but AXPYs, per output), ``bit_exact``, ``macs_issued``,
     ``macs_skipped_weight``, ``macs_skipped_act`` (summed over the mesh, sparse run), ``nnz``,
-    ``mesh``, ``shape`` (``"out x in x tokens"``), ``sparsity``, ``act_sparsity``, ``backend``
-    and ``limits`` (what keeps utilisation below 1, in words).
+    ``mesh``, ``shape`` (``"out x in x tokens"``), ``sparsity``, ``act_sparsity``, ``backend``,
+    ``format`` and ``limits`` (what keeps utilisation below 1, in words).
 
     ``RuntimeError`` when the mesh reports an error (a dropped wavelet, a bad command).
     """
     return sweep_gemm((sparsity,), mesh=mesh, out_features=out_features,
                       in_features=in_features, tokens=tokens, act_sparsity=act_sparsity,
-                      backend=backend, seed=seed, config_overrides=config_overrides,
-                      progress=progress)[0]
+                      backend=backend, seed=seed, fmt=fmt,
+                      config_overrides=config_overrides, progress=progress)[0]
 
 
 def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_features=64,
-               tokens=32, act_sparsity=0.0, backend="verilator", seed=1, config_overrides=None,
-               progress=None):
+               tokens=32, act_sparsity=0.0, backend="verilator", seed=1, fmt=None,
+               config_overrides=None, progress=None):
     """:func:`bench_gemm` for each of ``sparsities`` on one System, with one dense run; returns
     the list of figure dicts. ``progress`` (a callable taking a line of text) hears of each
     run."""
@@ -96,17 +111,19 @@ def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_
         ("out_features", out_features), ("in_features", in_features), ("tokens", tokens))]
     sparsities = [number("sparsity", s, 0, 1, open_hi=True) for s in sparsities]
     act_sparsity = number("act_sparsity", act_sparsity, 0, 1)
-    config = gemm_config((rows, cols), *shape, **(config_overrides or {}))
+    fmt = number_format(fmt)
+    config = gemm_config((rows, cols), *shape, fmt=fmt, **(config_overrides or {}))
     say = progress or (lambda line: None)
-    W0, X = random_operands(*shape, act_sparsity=act_sparsity, seed=seed)
+    W0, X = random_operands(*shape, act_sparsity=act_sparsity, seed=seed, fmt=fmt)
     common = {"mesh": f"{rows}x{cols}", "shape": "x".join(map(str, shape)),
-              "act_sparsity": act_sparsity, "backend": backend}
+              "act_sparsity": act_sparsity, "backend": backend,
+              "format": "bf16" if isinstance(fmt, BFloat16) else "int16"}
     with open_system(backend, config) as system:
         say(f"{backend}: dense {common['shape']} GEMM on the {common['mesh']} mesh")
         dense, dense_exact = _run(system, W0, X)
         points = []
         for s in sparsities:
-            W = prune(W0, s, seed=seed)
+            W = prune(W0, s, seed=seed, fmt=fmt)
             say(f"{backend}: sparsity {s:g} ({np.count_nonzero(W)} nonzeros), sparse and "
                 f"zeros streamed")
             sparse, sparse_exact = _run(system, W, X)

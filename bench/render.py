@@ -8,8 +8,8 @@ No figure in those documents is typed by hand: each sits between markers that na
 module rewrites what is between them from the committed JSON that the benchmarks wrote.
 
 - ``<!-- fig:NAME -->9.2<!-- /fig -->``: one figure, on one line. ``NAME`` is a key of
-  :data:`FIGURES`, which says which JSON file it comes from, how it is derived and how it is
-  formatted.
+  :data:`FIGURES` (:mod:`bench.figures`), which says which JSON file it comes from, how it
+  is derived and how it is formatted.
 - ``<!-- results:begin NAME -->`` ... ``<!-- results:end -->``, each marker on a line of its own:
   a generated block, a key of :data:`BLOCKS` (tables) or ``json:FILE`` (the whole of
   ``bench/results/FILE.json`` as a fenced JSON block).
@@ -26,29 +26,13 @@ import re
 import sys
 from pathlib import Path
 
+from .figures import BLOCK_FIGURES, BLOCKS, FIGURES, SOURCES, RenderError, format_figure
+
 __all__ = ["BLOCKS", "BLOCK_FIGURES", "DOCUMENTS", "FIGURES", "SOURCES", "RenderError", "Results",
            "format_figure", "main", "render", "render_files"]
 
 #: The documents whose figures are generated, relative to the repository's root.
 DOCUMENTS = ("README.md", "docs/results.md")
-
-#: Every JSON file in ``bench/results/`` and the command that writes it (`make results`).
-SOURCES = {
-    "router": "wse bench router --json",
-    "pe": "wse bench pe --json",
-    "router_queues": "python -m wse.bench.router_queues --json",
-    "gemm_sweep": "wse bench gemm --sweep",
-    "train": "wse train --out DIR (DIR/report.json)",
-    "train_steps3": "wse train --steps 3 --json",
-    "train_rtl": "wse train --backend verilator --steps 3 --check-golden --json",
-    "train_rtl_full": "wse train --backend verilator --json",
-    "sim": "wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --mesh 16x16 --json",
-    "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
-}
-
-
-class RenderError(ValueError):
-    """A marker names no known figure, or its JSON source is missing or lacks the figure."""
 
 
 class Results:
@@ -72,275 +56,11 @@ class Results:
         return self._loaded[name]
 
 
-# -- the figures --------------------------------------------------------------------------------
-
-def _gemm_point(r, sparsity):
-    for point in r["gemm_sweep"]:
-        if point["sparsity"] == sparsity:
-            return point
-    raise RenderError(f"gemm_sweep.json has no point at sparsity {sparsity}")
-
-
-def _model_error(r):
-    """The cycle model's largest relative error over the sweep."""
-    return max(abs(p["model_cycles"] - p["cycles"]) / p["cycles"] for p in r["gemm_sweep"])
-
-
-def _late_steps(r, key):
-    """Mean of ``key`` per step over the last quarter of the training run (pruning done)."""
-    return _late_steps_of(r, lambda step: step[key])
-
-
-def _late_pass(r, name):
-    """A pass's cycles per step once pruned, against dense, and the ratio."""
-    mesh = _late_steps_of(r, lambda step: step["cycles_by_pass"][name])
-    dense = _late_steps_of(r, lambda step: step["dense_cycles_by_pass"][name])
-    return f"{mesh:,.0f} against {dense:,.0f} dense ({dense / mesh:.2f}x)"
-
-
-def _late_steps_of(r, value):
-    """Mean of ``value(step)`` over the last quarter of the training run."""
-    late = r["train"]["history"][len(r["train"]["history"]) * 3 // 4:]
-    return sum(value(step) for step in late) / len(late)
-
-
-def _late_range(r):
-    history = r["train"]["history"]
-    return f"{history[len(history) * 3 // 4]['step']}-{history[-1]['step']}"
-
-
-def _sim_row(r, mesh):
-    return next(row for row in r["sim"]["meshes"] if row["mesh"] == mesh)
-
-
-def _kilo(value):
-    return f"{value / 1e3:,.0f} k" if value >= 1e4 else f"{value:,.0f}"
-
-
-def _mb(n):
-    return f"{n / 1e6:.1f} MB"
-
-
-def _g(value):
-    """A sparsity or a ratio as the table writes it: 0.9, 0.25, 10, 6.7."""
-    return f"{value:.3g}" if value < 10 else f"{value:.0f}"
-
-
-#: ``name: (function of the Results, format)``; the format is a ``str.format`` template or a
-#: callable. Grouped by the command whose JSON they read.
-FIGURES = {
-    # wse bench router
-    "router.simulator": (lambda r: r["router"]["simulator"].capitalize(), "{}"),
-    "router.seed": (lambda r: r["router"]["seed"], "{}"),
-    "router.throughput_per_port": (lambda r: r["router"]["throughput_per_port"], "{:g}"),
-    "router.hop_latency_cycles": (lambda r: r["router"]["hop_latency_cycles"], "{}"),
-    "router.fuzz_cycles": (lambda r: r["router"]["fuzz_cycles"], "{:,}"),
-    "router.fuzz_wavelets": (lambda r: r["router"]["fuzz_wavelets"], "{:,}"),
-    # wse bench pe
-    "pe.simulator": (lambda r: r["pe"]["simulator"].capitalize(), "{}"),
-    "pe.seed": (lambda r: r["pe"]["seed"], "{}"),
-    "pe.lanes": (lambda r: r["pe"]["lanes"], "{}"),
-    "pe.n_tok": (lambda r: r["pe"]["n_tok"], "{}"),
-    "pe.weights_per_point": (lambda r: r["pe"]["weights_per_point"], "{}"),
-    "pe.overhead_at_005": (lambda r: r["pe"]["fixed_overhead_cycles"]["0.05"], "{:g}"),
-    "pe.random.cycles": (lambda r: r["pe"]["random_placement"]["cycles_per_weight"], "{:.2f}"),
-    "pe.random.ideal": (lambda r: r["pe"]["random_placement"]["ideal_cycles_per_weight"],
-                        "{:g}"),
-    "pe.random.model": (lambda r: r["pe"]["random_placement"]["model_cycles_per_weight"],
-                        "{:.2f}"),
-    "pe.cr_overhead_cycles": (lambda r: r["pe"]["cr_overhead_cycles"], "{:g}"),
-    "pe.psum_engine_cycles_per_output": (lambda r: r["pe"]["psum_engine_cycles_per_output"],
-                                         "{:g}"),
-    # python -m wse.bench.router_queues
-    "router_queues.count": (lambda r: r["router_queues"]["count"], "{}"),
-    "router_queues.simulator": (lambda r: r["router_queues"]["simulator"].capitalize(), "{}"),
-    "router_queues.seed": (lambda r: r["router_queues"]["seed"], "{}"),
-    # wse bench gemm --sweep
-    "gemm.simulator": (lambda r: r["gemm_sweep"][0]["backend"].capitalize(), "{}"),
-    "gemm.mesh": (lambda r: r["gemm_sweep"][0]["mesh"], "{}"),
-    "gemm.shape": (lambda r: r["gemm_sweep"][0]["shape"], "{}"),
-    "gemm.dense_cycles": (lambda r: r["gemm_sweep"][0]["dense_cycles"], "{}"),
-    "gemm.s90.cycles": (lambda r: _gemm_point(r, .9)["cycles"], "{}"),
-    "gemm.s90.speedup": (lambda r: _gemm_point(r, .9)["speedup_vs_dense"], "{:.1f}x"),
-    "gemm.s90.speedup2": (lambda r: _gemm_point(r, .9)["speedup_vs_dense"], "{:.2f}"),
-    "gemm.s90.ideal": (lambda r: _gemm_point(r, .9)["ideal_speedup"], "{:.0f}x"),
-    "gemm.s90.utilisation": (lambda r: _gemm_point(r, .9)["utilisation"], "{:.2f}"),
-    "gemm.s90.utilisation3": (lambda r: _gemm_point(r, .9)["utilisation"], "{:.3f}"),
-    "gemm.s90.zeros_speedup": (lambda r: _gemm_point(r, .9)["dense_cycles"]
-                               / _gemm_point(r, .9)["zeros_streamed_cycles"], "{:.1f}x"),
-    "gemm.s90.limits": (lambda r: _gemm_point(r, .9)["limits"], "{}"),
-    "gemm.s99.speedup": (lambda r: _gemm_point(r, .99)["speedup_vs_dense"], "{:.0f}x"),
-    "gemm.s99.cycles": (lambda r: _gemm_point(r, .99)["cycles"], "{}"),
-    "gemm.model_error": (_model_error, "{:.1%}"),
-    # wse train --out DIR (defaults)
-    "train.steps": (lambda r: r["train"]["steps"], "{}"),
-    "train.epochs": (lambda r: r["train"]["epochs"], "{:g}"),
-    "train.test_accuracy": (lambda r: r["train"]["test_accuracy"], "{:.3f}"),
-    "train.best_accuracy": (lambda r: max(e["test_accuracy"] for e in r["train"]["evaluations"]),
-                            "{:.3f}"),
-    "train.weight_sparsity": (lambda r: r["train"]["weight_sparsity"], "{:.3f}"),
-    "train.weight_sparsity_pct": (lambda r: r["train"]["weight_sparsity"], "{:.1%}"),
-    "train.seconds": (lambda r: r["train"]["seconds"], "{:.1f} s"),
-    "train.seconds_round": (lambda r: r["train"]["seconds"], "{:.0f} s"),
-    "train.cycles_source": (lambda r: r["train"]["cycles_source"], "{}"),
-    "train.mesh_cycles": (lambda r: r["train"]["mesh_cycles"], "{:,}"),
-    "train.dense_cycles": (lambda r: r["train"]["dense_cycles"], "{:,}"),
-    "train.speedup": (lambda r: r["train"]["speedup_vs_dense"], "{:.2f}x"),
-    "train.late_steps": (_late_range, "{}"),
-    "train.late_mesh_cycles": (lambda r: _late_steps(r, "mesh_cycles"), "{:,.0f}"),
-    "train.late_dense_cycles": (lambda r: _late_steps(r, "dense_cycles"), "{:,.0f}"),
-    "train.late_speedup": (lambda r: _late_steps(r, "dense_cycles")
-                           / _late_steps(r, "mesh_cycles"), "{:.1f}x"),
-    **{f"train.late_{name}": (lambda r, name=name: _late_pass(r, name), "{}")
-       for name in ("forward", "gradient", "delta")},
-    "train.gradient_overflows": (lambda r: r["train"]["gradient_overflows"], "{}"),
-    "train.bytes_per_link": (lambda r: r["train"]["swarmx"]["bytes_per_link"], _mb),
-    "train.broadcast_bytes_per_link": (
-        lambda r: r["train"]["swarmx"]["broadcast_bytes_per_link"], _mb),
-    "train.reduce_bytes_per_link": (lambda r: r["train"]["swarmx"]["reduce_bytes_per_link"],
-                                    _mb),
-    # wse train --backend verilator --steps 3 --check-golden, against the golden run
-    "train_rtl.mesh": (lambda r: r["train_rtl"]["mesh"], "{}"),
-    "train_rtl.golden_checks": (lambda r: r["train_rtl"]["checked_results"], "{}"),
-    "train_rtl.mismatches": (lambda r: r["train_rtl"]["mismatches"], "{}"),
-    "train_rtl.mesh_cycles": (lambda r: r["train_rtl"]["mesh_cycles"], "{:,}"),
-    "train_rtl.model_cycles": (lambda r: r["train_steps3"]["mesh_cycles"], "{:,}"),
-    "train_rtl.model_error": (lambda r: abs(r["train_steps3"]["mesh_cycles"]
-                                            / r["train_rtl"]["mesh_cycles"] - 1), "{:.1%}"),
-    "train_rtl.digest": (lambda r: "the same digest as" if r["train_rtl"]["weights_digest"]
-                         == r["train_steps3"]["weights_digest"] else "a DIFFERENT digest from",
-                         "{}"),
-    "train_rtl.seconds": (lambda r: r["train_rtl"]["seconds"], "{:.0f} s"),
-    "train_rtl_full.steps": (lambda r: r["train_rtl_full"]["steps"], "{}"),
-    "train_rtl_full.seconds": (lambda r: r["train_rtl_full"]["seconds"], "{:.0f} s"),
-    "train_rtl_full.seconds_per_step": (lambda r: r["train_rtl_full"]["seconds_per_step"] * 1e3,
-                                        "{:.0f} ms"),
-    "train_rtl_full.mesh_cycles": (lambda r: r["train_rtl_full"]["mesh_cycles"], "{:,}"),
-    "train_rtl_full.test_accuracy": (lambda r: r["train_rtl_full"]["test_accuracy"], "{:.3f}"),
-    "train_rtl_full.digest": (lambda r: "the same digest as" if r["train_rtl_full"][
-        "weights_digest"] == r["train"]["weights_digest"] else "**A DIFFERENT DIGEST** from",
-                              "{}"),
-    "sim.speedup_4x4": (lambda r: _sim_row(r, "4x4")["speedup"], "{:.0f}x"),
-    "sim.compiled_4x4": (lambda r: _sim_row(r, "4x4")["compiled_cycles_per_second"], _kilo),
-    "sim.cocotb_4x4": (lambda r: _sim_row(r, "4x4")["cocotb_cycles_per_second"], _kilo),
-    "sim.efficiency_4x4": (lambda r: _sim_row(r, "4x4")["harness_efficiency"], "{:.2f}"),
-    "sim.threads": (lambda r: "; ".join(f"{n} thread{'s' if n != '1' else ''}: {_kilo(v)}"
-                                        for n, v in r["sim"]["threads"].items() if n != "mesh"),
-                    "{}"),
-    "sim.threads_mesh": (lambda r: r["sim"]["threads"]["mesh"], "{}"),
-    # wse train --hidden 512,512 --memory-bytes 1048576
-    "capacity.model": (lambda r: r["train_capacity"]["model"], "{}"),
-    "capacity.weights": (lambda r: r["train_capacity"]["model_bytes_int16"] // 2, "{:,}"),
-    "capacity.int16_kb": (lambda r: r["train_capacity"]["model_bytes_int16"] / 1e3, "{:.0f} kB"),
-    "capacity.sram_bytes": (lambda r: r["train_capacity"]["mesh_sram_bytes"], "{:,}"),
-    "capacity.sram_ratio": (lambda r: r["train_capacity"]["model_bytes_int16"]
-                            / r["train_capacity"]["mesh_sram_bytes"], "{:.0f}"),
-    "capacity.memory_limit": (lambda r: r["train_capacity"]["memoryx"]["memory_limit"] / 2**20,
-                              "{:g} MiB"),
-    "capacity.state": (lambda r: r["train_capacity"]["memoryx"]["memory_bytes"]
-                       + r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
-    "capacity.disk": (lambda r: r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
-}
-
-
-# -- the generated blocks -----------------------------------------------------------------------
-
-def _table(header, rows, align=None):
-    align = align or ["---"] * len(header)
-    return [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|",
-            *(f"| {' | '.join(map(str, row))} |" for row in rows)]
-
-
-def _router_queues_table(r):
-    rows = [(c["n_queues"], c["depth"], f"{c['uniform_throughput_per_port']:.3f}",
-             c["uniform_cycles"]) for c in r["router_queues"]["configs"]]
-    return _table(("queues", "depth", "throughput per port", "cycles"), rows, ["---:"] * 4)
-
-
-def _gemm_sweep_table(r):
-    rows = []
-    for p in r["gemm_sweep"]:
-        bold = (lambda text: f"**{text}**") if p["sparsity"] == .9 else str
-        rows.append((bold(_g(p["sparsity"])), p["nnz"], bold(p["cycles"]), p["model_cycles"],
-                     p["zeros_streamed_cycles"], bold(f"{p['speedup_vs_dense']:.2f}"),
-                     _g(p["ideal_speedup"]), bold(f"{p['utilisation']:.2f}"),
-                     f"{p['psum_overhead_cycles_per_output']:.2f}",
-                     "yes" if p["bit_exact"] else "**NO**"))
-    return _table(("sparsity", "nonzeros", "cycles", "model", "zeros streamed",
-                   "speedup vs dense", "ideal 1/(1-s)", "utilisation", "psum overhead / output",
-                   "bit-exact"), rows)
-
-
-def _sim_table(r):
-    rows = [(m["mesh"], m["shape"], f"{m['cycles']:,}", _kilo(m["compiled_cycles_per_second"]),
-             _kilo(m["cocotb_cycles_per_second"]) if m["cocotb_cycles_per_second"] else "–",
-             f"**{m['speedup']:.1f}x**" if m["speedup"] else "–",
-             _kilo(m["free_running_cycles_per_second"]), f"{m['harness_efficiency']:.2f}",
-             f"{m['pe_cycles_per_second'] / 1e6:.2f} M",
-             f"{m['build_seconds']:.0f} s{' (hierarchical)' if m.get('hierarchical') else ''}")
-            for m in r["sim"]["meshes"]]
-    return _table(("mesh", "GEMM (out x in x tokens)", "cycles", "compiled cycles/s",
-                   "cocotb cycles/s", "speedup", "free-running cycles/s", "harness efficiency",
-                   "PE cycles/s", "build"), rows, ["---", "---", *["---:"] * 8])
-
-
-#: The rows of the training table: a label and a template whose ``{NAME}`` are figures.
-_TRAIN_ROWS = (
-    ("test accuracy (held-out digits)",
-     "**{train.test_accuracy}** (best epoch {train.best_accuracy})"),
-    ("hidden-layer sparsity", "{train.weight_sparsity}"),
-    ("training time", "**{train.seconds}**"),
-    ("mesh cycles, all steps ({train.cycles_source})", "{train.mesh_cycles}"),
-    ("dense-equivalent cycles", "{train.dense_cycles} ({train.speedup})"),
-    ("per step once pruned (steps {train.late_steps})",
-     "{train.late_mesh_cycles} against {train.late_dense_cycles} dense ({train.late_speedup})"),
-    ("&nbsp;&nbsp;forward pass", "{train.late_forward}"),
-    ("&nbsp;&nbsp;weight-gradient pass", "{train.late_gradient}"),
-    ("&nbsp;&nbsp;delta pass", "{train.late_delta}"),
-    ("gradient passes that saturated", "{train.gradient_overflows}"),
-    ("SwarmX bytes per link", "{train.bytes_per_link} ({train.broadcast_bytes_per_link} weight "
-                              "streams down, {train.reduce_bytes_per_link} gradients up)"),
-)
-_FIELD = re.compile(r"\{([\w.]+)\}")
-
-#: The figures that generated blocks use (beside the markers in the documents).
-BLOCK_FIGURES = frozenset(name for row in _TRAIN_ROWS for cell in row
-                          for name in _FIELD.findall(cell))
-
-
-def _train_table(r):
-    def fill(template):
-        return _FIELD.sub(lambda m: format_figure(m[1], r), template)
-    return _table(("figure", "value"), [(fill(label), fill(value)) for label, value in _TRAIN_ROWS])
-
-
-#: ``name: function of the Results returning the block's lines``; ``json:FILE`` is built in.
-BLOCKS = {
-    "router_queues.table": _router_queues_table,
-    "gemm_sweep.table": _gemm_sweep_table,
-    "train.table": _train_table,
-    "sim.table": _sim_table,
-}
-
-
 # -- rendering ----------------------------------------------------------------------------------
 
 _FIGURE = re.compile(r"<!-- fig:(?P<name>[\w.\-]+) -->(?P<text>.*?)<!-- /fig -->")
 _BLOCK = re.compile(r"^(?P<begin><!-- results:begin (?P<name>[\w.:\-]+) -->\n)(?P<body>.*?)"
                     r"^(?P<end><!-- results:end -->)$", re.M | re.S)
-
-
-def format_figure(name, results):
-    """The text of figure ``name``, from ``results``."""
-    try:
-        value, spec = FIGURES[name]
-    except KeyError:
-        raise RenderError(f"no figure named {name!r} (bench/render.py: FIGURES)") from None
-    try:
-        value = value(results)
-    except (KeyError, IndexError, TypeError) as error:
-        raise RenderError(f"figure {name!r}: its JSON lacks {error!r}") from None
-    return spec(value) if callable(spec) else spec.format(value)
 
 
 def _block(name, results):
@@ -349,7 +69,7 @@ def _block(name, results):
     try:
         build = BLOCKS[name]
     except KeyError:
-        raise RenderError(f"no block named {name!r} (bench/render.py: BLOCKS)") from None
+        raise RenderError(f"no block named {name!r} (bench/figures.py: BLOCKS)") from None
     return build(results)
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field, fields
 
 from wse.rtl.core_params import CoreParams
-from wse.rtl.numfmt import FixedPoint
+from wse.rtl.numfmt import BFloat16, FixedPoint, number_format
 from wse.rtl.validate import count
 
 from .routes import ColorPlan
@@ -44,7 +44,7 @@ class MeshConfig:
     n_tok: int = 8
     n_out: int = 32
     lanes: int = 1
-    fmt: FixedPoint = field(default_factory=FixedPoint)
+    fmt: FixedPoint | BFloat16 = field(default_factory=FixedPoint)
     edges: str = ""
     depth: int = 4
     acc_buffers: int = 8
@@ -52,6 +52,7 @@ class MeshConfig:
     reply_colors: int | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "fmt", number_format(self.fmt))
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
             object.__setattr__(self, name, count(name, getattr(self, name)))
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
@@ -90,14 +91,14 @@ class MeshConfig:
 
     def to_dict(self):
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "fmt"}
-        d["fmt"] = vars(self.fmt)
+        d["fmt"] = self.fmt.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d):
         """From :meth:`to_dict`'s form; unknown keys are ignored."""
         d = dict(d)
-        d["fmt"] = FixedPoint(**d.get("fmt", {}))
+        d["fmt"] = number_format(d.get("fmt", {}))
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -9,10 +9,20 @@ The host adds the totals of blocks exactly in ``int64``; a block whose 32-bit ac
 saturated sets the pass's overflow flag, which the trainer counts and reports
 (``docs/host.md``, "Numerics of the gradient").
 
-:func:`gradient_reference` is the exact numpy sum, the reference the tests compare with.
+In bf16 the deltas and activations are bf16 bit patterns and the totals binary32 bit patterns:
+each a sum of exact products rounded to binary32 addition by addition on the mesh
+(``docs/numerics.md``), the blocks' totals added in binary32 in block order
+(:func:`~fabric.tiling.run_tiled`); the overflow flag marks a total that became ``±inf`` or
+NaN. Such a sum depends on which tokens it adds, so on how a batch is split
+(``docs/host.md``, "bf16").
+
+:func:`gradient_reference` is the exact numpy sum (fixed point), the reference the tests compare
+with.
 """
 
 import numpy as np
+
+from wse.rtl.bfloat import BFloat16
 
 from .numerics import check_operands
 from .tiling import SparseRows
@@ -40,7 +50,8 @@ def gradient_gemm(gemm, shape, rows, cols, dY, X):
     """The gradient at the indices ``rows``, ``cols`` of an ``shape = (n_out, n_in)`` layer, as
     ``gemm(W, X, mask=, totals=True) -> (totals, cycles, dense_cycles, overflow)`` computes it
     (a :class:`~host.worker.MeshWorker`'s tiled GEMM on its System); returns ``(dW, cycles,
-    dense_cycles, overflow)`` with ``dW`` the ``int64`` totals at the indices.
+    dense_cycles, overflow)`` with ``dW`` the ``int64`` totals at the indices (bf16: binary32
+    bit patterns; a zero delta must be ``+0``, as a ``-0`` would stream as a weight).
 
     ``ValueError`` when ``dY`` (``[n_out, T]``) and ``X`` (``[n_in, T]``) do not match the layer
     or each other."""
@@ -58,7 +69,11 @@ def gradient_gemm(gemm, shape, rows, cols, dY, X):
 
 def gradient_reference(fmt, rows, cols, dY, X):
     """``(totals, beyond)``: for each index ``k``, ``sum_t dY[rows[k], t] * X[cols[k], t]``
-    exactly (``int64``), and how many totals lie beyond ``fmt``'s accumulator range."""
+    exactly (``int64``), and how many totals lie beyond ``fmt``'s accumulator range. Fixed point
+    only: a bf16 gradient is rounded as the mesh adds (``ValueError``)."""
+    if isinstance(fmt, BFloat16):
+        raise ValueError("gradient_reference is the fixed-point gradient; a bf16 gradient is "
+                         "the mesh's binary32 sum (fabric.mesh_model.gemm_reference)")
     dY = check_operands(fmt, dY, "dY")
     X = check_operands(fmt, X, "X")
     if dY.ndim != 2 or X.ndim != 2 or dY.shape[1] != X.shape[1]:

@@ -26,6 +26,7 @@ from collections import deque
 import numpy as np
 
 from wse.rtl import isa
+from wse.rtl.bfloat import BFloat16
 from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 from . import numerics
@@ -276,10 +277,12 @@ def gemm_reference(config, program, X=None, *, fast=True):
     Each row accumulates its weights of an output in stream order (``i`` ascending), saturating
     at every step; the psum chain then adds rows from the top down to the owner and from the
     bottom up to it, the owner adding its northern then its southern psum, each step saturated
-    (``docs/pe.md``, "The partial-sum engine"). With ``fast``, outputs whose ``|W| @ |X|`` stays
-    within the accumulator range (nothing can saturate) are an exact ``W @ X``; the others, or
-    all with ``fast=False``, go through the step-by-step path. A masked program's products
-    outside its mask are not made (its gates: ``docs/pe.md``), so those results are 0.
+    (``docs/pe.md``, "The partial-sum engine"). In bf16 the same order in binary32, without
+    saturation (``docs/numerics.md``), always step by step. With ``fast``, outputs whose
+    ``|W| @ |X|`` stays within the accumulator range (nothing can saturate) are an exact
+    ``W @ X``; the others, or all with ``fast=False``, go through the step-by-step path. A
+    masked program's products outside its mask are not made (its gates: ``docs/pe.md``), so
+    those results are 0.
     """
     if not isinstance(program, GemmProgram):
         raise ValueError(f"program must be a GemmProgram, not {program!r}")
@@ -289,6 +292,11 @@ def gemm_reference(config, program, X=None, *, fast=True):
     X = program.check_x(X)
     W = program.W
     gate = program.mask
+    if isinstance(fmt, BFloat16):       # every addition in its order: no shortcut
+        raw = _float_totals(config, program.in_placement, W, X, program.out_placement.row_of,
+                            gate)
+        Y, _ = numerics.requantise(fmt, raw)
+        return Y, raw
     raw = np.empty((program.n_out, program.tokens), dtype=np.int64)
     slow = np.arange(program.n_out)
     if fast:
@@ -341,3 +349,34 @@ def _saturating(config, in_placement, W, X, owners, gate=None):
     south = owners < R - 1
     s[south] = np.clip(s[south] + up[owners[south] + 1, o[south]], lo, hi)
     return s
+
+
+def _float_totals(config, in_placement, W, X, owners, gate=None):
+    """:func:`_saturating` in bf16: the same additions in the same order, in numpy ``float32``
+    (IEEE, nearest even), products of nonzero operands only; binary32 bit patterns."""
+    R = config.rows
+    Wf = numerics.as_float32(W, operand=True)
+    Xf = numerics.as_float32(X, operand=True)
+    x_live = ~numerics.is_zero(config.fmt, X)
+    w_live = ~numerics.is_zero(config.fmt, W)
+    m, T = W.shape[0], X.shape[1]
+    acc = np.zeros((R, m, T), dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for r in range(R):
+            for i in in_placement.features_of(r):      # stream order: i ascending
+                live = w_live[:, i, None] & x_live[None, i]
+                if gate is not None:
+                    live &= gate
+                acc[r] = np.where(live, acc[r] + Wf[:, i, None] * Xf[None, i], acc[r])
+        down, up = acc.copy(), acc.copy()
+        for r in range(1, R):
+            down[r] = acc[r] + down[r - 1]
+        for r in range(R - 2, -1, -1):
+            up[r] = acc[r] + up[r + 1]
+        o = np.arange(m)
+        s = acc[owners, o]
+        north = owners > 0
+        s[north] = s[north] + down[owners[north] - 1, o[north]]
+        south = owners < R - 1
+        s[south] = s[south] + up[owners[south] + 1, o[south]]
+    return numerics.from_float32(s)

@@ -1,28 +1,123 @@
 """The golden arithmetic: numpy twins of :mod:`rtl.numfmt`, bit for bit.
 
-Pure functions over ``int64`` arrays (every fixed-point format here fits: products are at most
-64 bits and are saturated before they could wrap). The RTL's number format object selects the
-rules, so a second format plugs in beside :class:`~rtl.numfmt.FixedPoint` without touching the
-callers.
+Pure functions over ``int64`` arrays: fixed-point values, or for :class:`~rtl.bfloat.BFloat16`
+bit patterns (operands bf16 in the low 16 bits, products and accumulators binary32), so that
+programs, wavelets and models carry both formats the same way. The RTL's number format object
+selects the rules. Fixed point: every format here fits ``int64`` (products are at most 64 bits
+and are saturated before they could wrap). bf16: numpy ``float32`` arithmetic (IEEE 754, round
+to nearest even, subnormals kept) and ``ml_dtypes.bfloat16`` for the rounding to bf16, every
+NaN made the canonical one (``docs/numerics.md``).
 """
 
+import ml_dtypes
 import numpy as np
 
+from wse.rtl.bfloat import CANONICAL_NAN16, CANONICAL_NAN32, BFloat16
 from wse.rtl.numfmt import FixedPoint
 
-__all__ = ["check_operands", "multiply", "accumulate", "requantise", "axpy"]
+__all__ = ["check_operands", "is_zero", "multiply", "accumulate", "requantise", "axpy",
+           "encode", "decode", "as_float32", "from_float32", "to_wire", "from_wire"]
 
 
 def _fixed(fmt):
-    if not isinstance(fmt, FixedPoint):
+    if not isinstance(fmt, (FixedPoint, BFloat16)):
         raise TypeError(f"No golden arithmetic for number format {fmt!r}")
     return fmt
 
 
-def check_operands(fmt, values, what="operand"):
-    """``values`` as ``int64``; ``ValueError`` naming ``what`` if any does not fit an operand."""
+# -- bf16 and binary32 bit patterns ------------------------------------------------------------
+
+def as_float32(bits, operand=False):
+    """``float32`` values of binary32 bit patterns (``operand``: of bf16 bit patterns)."""
+    bits = np.asarray(bits, dtype=np.int64)
+    if operand:
+        bits = (bits & 0xFFFF) << 16
+    return (bits & 0xFFFF_FFFF).astype(np.uint32).view(np.float32)
+
+
+def from_float32(values, operand=False):
+    """Bit patterns (``int64``) of ``float32`` ``values``, every NaN the canonical one;
+    ``operand``: rounded to bf16 (nearest even, by ``ml_dtypes``) and its 16-bit patterns."""
+    values = np.asarray(values, dtype=np.float32)
+    nan = np.isnan(values)
+    if operand:
+        bits = values.astype(ml_dtypes.bfloat16).view(np.uint16).astype(np.int64)
+        return np.where(nan, CANONICAL_NAN16, bits)
+    return np.where(nan, CANONICAL_NAN32, values.view(np.uint32).astype(np.int64))
+
+
+def encode(fmt, values, what="operand"):
+    """Numbers as the operands ``fmt`` carries: ``(int64 array, inexact)``. Fixed point: the
+    values themselves, checked (:func:`check_operands`; ``inexact`` is 0). bf16: any real
+    numbers rounded to bf16 bit patterns; ``inexact`` counts those that were not exactly
+    representable (NaN counts as exact)."""
+    fmt = _fixed(fmt)
+    if isinstance(fmt, FixedPoint):
+        return check_operands(fmt, values, what), 0
+    values = np.asarray(values)
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)
+            or values.dtype == ml_dtypes.bfloat16):
+        raise ValueError(f"{what} must hold numbers, not {values.dtype}")
+    wide = values.astype(np.float64)
+    bits = from_float32(wide.astype(np.float32), operand=True)
+    back = as_float32(bits, operand=True).astype(np.float64)
+    inexact = int(np.count_nonzero((back != wide) & ~np.isnan(wide)))
+    return bits, inexact
+
+
+def decode(fmt, values, raw=False):
+    """What ``fmt``'s results mean: fixed point, the ``int64`` values themselves; bf16, the
+    ``float32`` values of bf16 results (``raw``: of binary32 totals)."""
+    fmt = _fixed(fmt)
+    if isinstance(fmt, FixedPoint):
+        return np.asarray(values, dtype=np.int64)
+    return as_float32(values, operand=not raw)
+
+
+def to_wire(fmt, values, acc=False):
+    """``values`` (operands, or accumulators with ``acc``) as the signed numbers the wavelet
+    fields carry (a LOAD's or an AXPY's signed 16 bits, a psum's or a reply's signed 32 bits):
+    fixed point, themselves; bf16, their bit patterns read as two's complement."""
+    values = np.asarray(values, dtype=np.int64)
+    if not isinstance(_fixed(fmt), BFloat16):
+        return values
+    bits = 32 if acc else 16
+    values = values & ((1 << bits) - 1)
+    return np.where(values >> (bits - 1) != 0, values - (1 << bits), values)
+
+
+def from_wire(fmt, values, acc=False):
+    """The inverse of :func:`to_wire` for the words the core sends or takes: fixed point, the
+    low ``width`` (``acc``: ``acc_width``) bits sign-extended, as the core reads them; bf16, the
+    low 16 (``acc``: 32) bits as a bit pattern."""
     fmt = _fixed(fmt)
     values = np.asarray(values, dtype=np.int64)
+    if isinstance(fmt, BFloat16):
+        return values & (0xFFFF_FFFF if acc else 0xFFFF)
+    bits = fmt.acc_width if acc else fmt.width
+    values = values & ((1 << bits) - 1)
+    return np.where(values >> (bits - 1) != 0, values - (1 << bits), values)
+
+
+def is_zero(fmt, values):
+    """Which ``values`` (operands) are zero: the ones the core skips (bf16: ``±0``)."""
+    fmt = _fixed(fmt)
+    values = np.asarray(values, dtype=np.int64)
+    return (values & 0x7FFF) == 0 if isinstance(fmt, BFloat16) else values == 0
+
+
+def check_operands(fmt, values, what="operand"):
+    """``values`` as ``int64``; ``ValueError`` naming ``what`` if any does not fit an operand
+    (bf16: a 16-bit pattern)."""
+    fmt = _fixed(fmt)
+    values = np.asarray(values, dtype=np.int64) if np.asarray(values).size else \
+        np.zeros(np.shape(values), dtype=np.int64)
+    if isinstance(fmt, BFloat16):
+        bad = (values < 0) | (values > 0xFFFF)
+        if bad.any():
+            raise ValueError(f"{what} must be bf16 bit patterns (0..0xFFFF), "
+                             f"not {int(values[bad].flat[0])}")
+        return values
     bad = (values < fmt.operand_min) | (values > fmt.operand_max)
     if bad.any():
         raise ValueError(f"{what} must fit in int{fmt.width} "
@@ -31,22 +126,42 @@ def check_operands(fmt, values, what="operand"):
 
 
 def multiply(fmt, a, b):
-    """Exact products of operands."""
-    _fixed(fmt)
+    """Exact products of operands (bf16: the binary32 product, rounded only when it is
+    subnormal or overflows)."""
+    if isinstance(_fixed(fmt), BFloat16):
+        with np.errstate(all="ignore"):
+            return from_float32(as_float32(a, True) * as_float32(b, True))
     return np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)
 
 
+def _float_result(before, after):
+    """``(bits, overflow)`` of a binary32 result: overflow where a finite ``before`` (an
+    accumulator) became infinite or NaN."""
+    return from_float32(after), np.isfinite(before) & ~np.isfinite(after)
+
+
 def accumulate(fmt, acc, product):
-    """``(sum, overflow)``: ``acc + product`` saturated to the accumulator range."""
+    """``(sum, overflow)``: ``acc + product`` saturated to the accumulator range (bf16: the
+    binary32 sum; overflow where a finite accumulator became ``±inf`` or NaN)."""
     fmt = _fixed(fmt)
+    if isinstance(fmt, BFloat16):
+        acc = as_float32(acc)
+        with np.errstate(all="ignore"):
+            return _float_result(acc, acc + as_float32(product))
     total = np.asarray(acc, dtype=np.int64) + np.asarray(product, dtype=np.int64)
     overflow = (total > fmt.acc_max) | (total < fmt.acc_min)
     return np.clip(total, fmt.acc_min, fmt.acc_max), overflow
 
 
 def requantise(fmt, acc):
-    """``(operand, overflow)``: shift right by ``frac_bits`` rounding half to even, saturate."""
+    """``(operand, overflow)``: shift right by ``frac_bits`` rounding half to even, saturate
+    (bf16: the binary32 accumulator rounded to bf16, nearest even; overflow where a finite
+    accumulator rounded to ``±inf``)."""
     fmt = _fixed(fmt)
+    if isinstance(fmt, BFloat16):
+        acc = as_float32(acc)
+        bits = from_float32(acc, operand=True)
+        return bits, np.isfinite(acc) & ~np.isfinite(as_float32(bits, operand=True))
     acc = np.asarray(acc, dtype=np.int64)
     f = fmt.frac_bits
     if f:
@@ -63,15 +178,15 @@ def requantise(fmt, acc):
 def axpy(fmt, acc, weight, x):
     """One weight's AXPY over a row of activations, as the core does it.
 
-    ``acc[t] += weight * x[t]`` for every ``t`` with ``weight != 0`` and ``x[t] != 0``, one
+    ``acc[t] += weight * x[t]`` for every ``t`` with ``weight`` and ``x[t]`` nonzero, one
     saturating accumulation at a time. Returns ``(acc, overflow, issued, skipped_weight,
     skipped_act)``: the new accumulators, whether any accumulation saturated, and how many
     multiplies were issued or skipped for a zero weight or a zero activation.
     """
     acc = np.array(acc, dtype=np.int64)
     x = np.asarray(x, dtype=np.int64)
-    if weight == 0:
+    if is_zero(fmt, weight):
         return acc, False, 0, x.size, 0
-    live = x != 0
+    live = ~is_zero(fmt, x)
     acc[live], overflow = accumulate(fmt, acc[live], multiply(fmt, weight, x[live]))
     return acc, bool(overflow.any()), int(live.sum()), 0, int((~live).sum())

@@ -58,12 +58,6 @@ _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.val
                ControlOp.TEARDOWN.value}
 
 
-def _signed(value: int, bits: int) -> int:
-    """The low ``bits`` of ``value`` as a two's-complement integer."""
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
 def axpy_cycles(params: CoreParams, mask_row, gate=None) -> int:
     """Cycles of an AXPY with a nonzero weight over a slot whose nonzero mask is ``mask_row``,
     under the core's ``gate`` (all ones by default): ``max(1, max over banks b of the tokens t
@@ -95,7 +89,8 @@ def load(params: CoreParams, values) -> list[int]:
     """LOADs on ``cmd``, one per operand of ``values`` (flattened row-major, so ``load(p, X)``
     after ``addr(p, 0)`` loads the whole ``X``). ``ValueError`` if a value is not an operand."""
     values = numerics.check_operands(params.fmt, np.ravel(values), "values")
-    return pack(isa.load_data(values), params.colors.cmd, 0).tolist()
+    return pack(isa.load_data(numerics.to_wire(params.fmt, values)), params.colors.cmd,
+                0).tolist()
 
 
 def read(params: CoreParams, address: int, length: int) -> int:
@@ -116,7 +111,7 @@ def select(params: CoreParams, col: int | None = None) -> int:
 def weight(params: CoreParams, value: int, slot: int) -> int:
     """AXPY on ``weight``: ``ACC += value * X[slot]``. ``slot`` may be any 16-bit number (one
     ``>= n_feat`` is an error the core counts); ``value`` must be an operand."""
-    value = int(numerics.check_operands(params.fmt, value, "value"))
+    value = int(numerics.to_wire(params.fmt, numerics.check_operands(params.fmt, value, "value")))
     slot = integer("slot", slot, 0, (1 << isa.WEIGHT.fields["slot"][1]) - 1)
     return _wavelet(int(isa.weight_data(value, slot)), params.colors.weight)
 
@@ -179,8 +174,11 @@ def selection(params: CoreParams, selected: int, color, ctrl, op, col):
 
 
 def psums(color: int, values) -> list[int]:
-    """Psum wavelets on ``color``, one per value of ``values`` (signed 32-bit integers)."""
-    return pack(isa.word_data(np.asarray(values, dtype=np.int64)), color, 0).tolist()
+    """Psum wavelets on ``color``, one per value of ``values`` (32-bit words: signed integers,
+    or bit patterns ``0 .. 2**32 - 1``)."""
+    words = np.asarray(values, dtype=np.int64) & 0xFFFF_FFFF
+    return pack(isa.word_data(np.where(words >> 31 != 0, words - (1 << 32), words)), color,
+                0).tolist()
 
 
 class CoreModel:
@@ -188,7 +186,7 @@ class CoreModel:
 
     Members
     -------
-    x : (n_feat, n_tok) int64, the activations; ``mask`` is ``x != 0``.
+    x : (n_feat, n_tok) int64, the activations; ``mask`` is where they are not zero.
     y : (n_out, n_tok) int64, the requantised results.
     acc : (n_tok,) int64, the active accumulator buffer.
     ptr : int, the load pointer (16 bits, wraps).
@@ -219,7 +217,7 @@ class CoreModel:
     @property
     def mask(self) -> np.ndarray:
         """The nonzero mask of ``X``."""
-        return self.x != 0
+        return ~numerics.is_zero(self.params.fmt, self.x)
 
     def run(self, wavelets: Iterable[int], psum_from_n: Sequence[int] = (),
             psum_from_s: Sequence[int] = ()) -> dict[int, list[int]]:
@@ -303,7 +301,7 @@ class CoreModel:
 
     def _load(self, value: int) -> None:
         if self.ptr < self.x.size:
-            self.x.flat[self.ptr] = _signed(value, self.params.fmt.width)
+            self.x.flat[self.ptr] = numerics.from_wire(self.params.fmt, value)
         else:
             self._fail()
         self.ptr = (self.ptr + 1) % (_ADDRESS_MAX + 1)
@@ -318,7 +316,7 @@ class CoreModel:
 
     def _axpy(self, value: int, slot: int) -> int:
         p = self.params
-        value = _signed(value, p.fmt.width)
+        value = int(numerics.from_wire(p.fmt, value))
         if slot >= p.n_feat:
             self._fail()
             return 1
@@ -330,7 +328,8 @@ class CoreModel:
         self.counters["macs_issued"] += issued
         self.counters["macs_skipped_weight"] += skipped_w
         self.counters["macs_skipped_act"] += skipped_a
-        return axpy_cycles(p, gated != 0) if value else 1
+        zero = numerics.is_zero(p.fmt, value)
+        return 1 if zero else axpy_cycles(p, ~numerics.is_zero(p.fmt, gated))
 
     def _read(self, i: int, address: int, length: int) -> int:
         snapshot = dict(self.counters)
@@ -389,8 +388,7 @@ class CoreModel:
     def _take(self, color: int) -> np.ndarray:
         entries = [self._psums[color].popleft() for _ in range(self.params.n_tok)]
         self._used.extend(pos for _, pos in entries)
-        return np.array([_signed(v, self.params.fmt.acc_width) for v, _ in entries],
-                        dtype=np.int64)
+        return numerics.from_wire(self.params.fmt, [v for v, _ in entries], acc=True)
 
     def _send(self, color: int, word: int) -> None:
         self._sent[color].append(word)

@@ -32,11 +32,12 @@ import operator
 import numpy as np
 
 from wse.rtl import isa
+from wse.rtl.bfloat import BFloat16
 from wse.rtl.core_params import Y_BASE
 from wse.rtl.validate import index_text, int_array, readonly
 from wse.rtl.wavelet import pack, unpack
 
-from . import masking
+from . import masking, numerics
 
 __all__ = ["GemmProgram", "MAX_READ", "operands"]
 
@@ -48,20 +49,29 @@ MAX_READ = isa.MAX_READ
 
 def operands(fmt, values, what, ndim=2):
     """An ``int64`` array of operands of ``fmt``; ``ValueError`` naming the first value outside
-    the operand range, where it is, and the range."""
+    the operand range, where it is, and the range. bf16 operands are bit patterns
+    (:func:`~fabric.numerics.encode` makes them from numbers), and ``-0`` becomes ``+0``: both
+    are zeros the core skips, so nothing computed differs, and a zero is one pattern for the
+    compiler and the models."""
     a = int_array(values, what, ndim)
-    bad = (a < fmt.operand_min) | (a > fmt.operand_max)
+    if isinstance(fmt, BFloat16):
+        lo, hi, kind = 0, 0xFFFF, "bf16 bit patterns"
+    else:
+        lo, hi, kind = fmt.operand_min, fmt.operand_max, f"the operand range of int{fmt.width}"
+    bad = (a < lo) | (a > hi)
     if bad.any():
         at = np.argwhere(bad)[0]
-        raise ValueError(f"{what} must fit in the operand range of int{fmt.width} "
-                         f"({fmt.operand_min}..{fmt.operand_max}), not {int(a[tuple(at)])} "
+        raise ValueError(f"{what} must fit in {kind} ({lo}..{hi}), not {int(a[tuple(at)])} "
                          f"(at {index_text(at)})")
+    if isinstance(fmt, BFloat16):
+        a = np.where(a == 0x8000, 0, a)
     return a
 
 
-def _signed32(words):
-    """32-bit reply words (a wavelet's data) as the signed numbers they carry."""
-    return isa.WORD.unpack(np.asarray(words, dtype=np.int64).astype(np.uint64))["value"]
+def _words(fmt, words):
+    """32-bit reply words (a wavelet's data) as the numbers they carry (bf16: bit patterns)."""
+    value = isa.WORD.unpack(np.asarray(words, dtype=np.int64).astype(np.uint64))["value"]
+    return numerics.from_wire(fmt, value, acc=True) if isinstance(fmt, BFloat16) else value
 
 
 # The program --------------------------------------------------------------------------------------
@@ -149,7 +159,8 @@ class GemmProgram:
             keep = self.streamed_outputs[o_idx]
             o_idx, i_idx, values = o_idx[keep], i_idx[keep], values[keep]
         rows_w = self.in_placement.row_of[i_idx]
-        words = pack(isa.weight_data(values, self.in_placement.slot_of[i_idx]), weight_color, 0)
+        words = pack(isa.weight_data(numerics.to_wire(self.config.fmt, values),
+                                     self.in_placement.slot_of[i_idx]), weight_color, 0)
         crs = pack(isa.cr_data(self.cr_args()[order], raw=self.raw), weight_color, 1)
         positions = np.arange(self.n_out)
         streams = {}
@@ -235,7 +246,8 @@ class GemmProgram:
             if block.size:
                 streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
                 streams[r].append(int(pack(isa.addr_data(0), cmd, 1)))
-                streams[r].extend(pack(isa.load_data(block.ravel()), cmd, 0).tolist())
+                words = numerics.to_wire(cfg.fmt, block.ravel())
+                streams[r].extend(pack(isa.load_data(words), cmd, 0).tolist())
         return streams
 
     # Results ------------------------------------------------------------------------------------
@@ -369,7 +381,7 @@ class GemmProgram:
                     raise ValueError(f"outlet {c} carried {mine.size} {what} word(s) of row {r} "
                                      f"(color {cfg.plan.out(r)}), expected {expected[r]}")
                 if expected[r]:
-                    replies[(r, c)] = _signed32(mine)
+                    replies[(r, c)] = _words(cfg.fmt, mine)
         return replies
 
     # Figures ------------------------------------------------------------------------------------

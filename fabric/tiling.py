@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wse.rtl.bfloat import BFloat16
 from wse.rtl.validate import count, int_array
 
 from . import numerics
@@ -156,7 +157,16 @@ def plan_tiles(config, n_out, n_in, tokens, *, raw=False):
 
 def combine(fmt, partials):
     """Raw block totals (``int64`` arrays) -> ``(Y, overflow)``: their sum saturated to the
-    accumulator range, then requantised."""
+    accumulator range, then requantised (bf16: added in binary32 in block order, the first
+    block first, then rounded to bf16; ``docs/numerics.md``)."""
+    if isinstance(fmt, BFloat16):
+        total = partials[0]
+        overflow = False
+        for block in partials[1:]:
+            total, ovf = numerics.accumulate(fmt, total, block)
+            overflow |= bool(ovf.any())
+        Y, ovf = numerics.requantise(fmt, total)
+        return Y, overflow or bool(ovf.any())
     total = np.sum(partials, axis=0, dtype=np.int64)
     sat = np.clip(total, fmt.acc_min, fmt.acc_max)
     Y, overflow = numerics.requantise(fmt, sat)
@@ -180,7 +190,8 @@ def run_tiled(config, W, X, gemm, *, mask=None, totals=False):
     ``mask`` (``(n_out, tokens)`` bools): a masked GEMM, each block's slice of it given to
     ``gemm`` as ``mask=``. ``totals``: every block raw, and ``y`` the exact ``int64`` sums of
     the blocks' 32-bit totals, neither saturated again nor requantised (the weight-gradient
-    pass: SwarmX adds them up exactly; a block that saturated sets ``overflow``)."""
+    pass: SwarmX adds them up exactly; a block that saturated sets ``overflow``); in bf16 the
+    binary32 totals added in block order."""
     sparse = isinstance(W, SparseRows)
     W = W if sparse else np.asarray(W, dtype=np.int64)
     X = np.asarray(X, dtype=np.int64)
@@ -207,7 +218,13 @@ def run_tiled(config, W, X, gemm, *, mask=None, totals=False):
                 cycles = None if cycles is None or r.cycles is None else cycles + r.cycles
                 overflow |= bool(r.overflow)
                 partials.append(np.asarray(r.y, dtype=np.int64))
-            if totals:
+            if totals and isinstance(config.fmt, BFloat16):
+                total = partials[0]
+                for block in partials[1:]:
+                    total, ovf = numerics.accumulate(config.fmt, total, block)
+                    overflow |= bool(ovf.any())
+                Y[os_, ts] = total
+            elif totals:
                 Y[os_, ts] = np.sum(partials, axis=0, dtype=np.int64)
             elif plan.raw:
                 Y[os_, ts], ovf = combine(config.fmt, partials)

@@ -190,7 +190,8 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     seeds = parse_seeds(seeds if isinstance(seeds, str) else ",".join(map(str, seeds)))
     top, text, params = part_verilog(part, device, mesh, params)
     dev = DEVICES[device]
-    build_dir = Path(out) / "parts" / f"{part}-{device}"
+    suffix = "-bf16" if params.get("fmt", {}).get("name") == "bf16" else ""
+    build_dir = Path(out) / "parts" / f"{part}-{device}{suffix}"
     build_dir.mkdir(parents=True, exist_ok=True)
     for stale in build_dir.glob("*.json"):
         stale.unlink()

@@ -1,5 +1,6 @@
 """A layer as MemoryX streams it: the weights inside the mask, quantised to the datapath format,
-grouped by output feature (compressed sparse rows), and the quantised bias.
+grouped by output feature (compressed sparse rows), and the quantised bias: ``int16`` values in
+fixed point, ``uint16`` bf16 bit patterns in bf16 (:func:`~host.numbers.quantise`).
 
 This is what crosses SwarmX's links, so its size is the bytes per link. Each system turns it
 into the mesh's programs (:mod:`fabric.program`): the forward GEMM streams the nonzero values
@@ -14,16 +15,9 @@ import numpy as np
 from wse.fabric.tiling import SparseRows
 
 from .messages import decode, encode
+from .numbers import is_float, quantise
 
 __all__ = ["LayerStream", "quantise"]
-
-
-def quantise(fmt, values):
-    """Float values to ``fmt``'s operands: scale by ``2**frac_bits``, round half to even,
-    saturate. Returns ``(int64 array, saturated count)``."""
-    scaled = np.rint(np.asarray(values, dtype=np.float64) * (1 << fmt.frac_bits))
-    clipped = np.clip(scaled, fmt.operand_min, fmt.operand_max)
-    return clipped.astype(np.int64), int(np.count_nonzero(clipped != scaled))
 
 
 @dataclass
@@ -37,8 +31,9 @@ class LayerStream:
     indptr : (n_out + 1,) int32, output ``o``'s weights are
         ``indices[indptr[o]:indptr[o + 1]]`` and ``values[...]``
     indices : (nnz_mask,) int32, input features, ascending within an output
-    values : (nnz_mask,) int16, quantised weights (zero where a masked weight rounds to zero)
-    bias : (n_out,) int16, quantised bias
+    values : (nnz_mask,) int16, quantised weights (zero where a masked weight rounds to zero);
+        uint16 bf16 bit patterns in bf16
+    bias : (n_out,) int16 (bf16: uint16), quantised bias
     """
     name: str
     shape: tuple
@@ -49,15 +44,16 @@ class LayerStream:
 
     @classmethod
     def from_dense(cls, name, fmt, W, mask, b):
-        """Quantise float ``W`` inside ``mask`` and ``b``."""
+        """Quantise float ``W`` inside ``mask`` and ``b`` to ``fmt``."""
         mask = np.asarray(mask, dtype=bool)
         rows, cols = np.nonzero(mask)
         q, _ = quantise(fmt, np.asarray(W)[rows, cols])
         bq, _ = quantise(fmt, b)
         indptr = np.zeros(mask.shape[0] + 1, dtype=np.int32)
         np.cumsum(np.bincount(rows, minlength=mask.shape[0]), out=indptr[1:])
-        return cls(name, tuple(mask.shape), indptr, cols.astype(np.int32), q.astype(np.int16),
-                   bq.astype(np.int16))
+        dtype = np.uint16 if is_float(fmt) else np.int16
+        return cls(name, tuple(mask.shape), indptr, cols.astype(np.int32), q.astype(dtype),
+                   bq.astype(dtype))
 
     @property
     def rows(self):

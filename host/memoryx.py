@@ -3,11 +3,12 @@
 It keeps every layer's float32 master weights, bias, mask and optimizer state in a
 :class:`~host.tiers.TieredStore` (a byte-bounded in-memory tier over ``numpy.memmap`` files),
 induces sparsity on the schedule of each sparse layer (:mod:`host.sparsity`), streams a layer
-quantised to the datapath format (:class:`~host.layer_stream.LayerStream`; quantised and encoded
-once, then reused until the layer changes), turns SwarmX's fixed-point gradient sums into float
-(:meth:`MemoryX.update_sums`) and applies them with its optimizer (:mod:`host.optim`) only
-inside the mask, and checkpoints to one file atomically (:mod:`host.checkpoint`); a checkpoint
-is checked whole before anything in the store changes.
+quantised to the datapath format, ``int16`` or ``bf16`` (:class:`~host.layer_stream.LayerStream`;
+quantised and encoded once, then reused until the layer changes), turns SwarmX's exact gradient
+sums into float (:meth:`MemoryX.update_sums`) and applies them with its optimizer
+(:mod:`host.optim`) only inside the mask, and checkpoints to one file atomically
+(:mod:`host.checkpoint`), recording the format; a checkpoint is checked whole before anything in
+the store changes.
 
 Weights start as ``torch.nn.Linear`` does: ``W`` and ``b`` uniform in
 ``±1/sqrt(n_in)``, from a seeded generator.
@@ -18,11 +19,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from wse.rtl.numfmt import FixedPoint
+from wse.rtl.numfmt import FixedPoint, number_format
 from wse.rtl.validate import count, integer
 
 from . import checkpoint
 from .layer_stream import LayerStream
+from .numbers import LIMBS, exact_float, format_name, is_float
 from .optim import Adam, Optimizer, make_optimizer
 from .sparsity import SparsitySchedule, magnitude_mask, random_mask, reselect
 from .tiers import TieredStore
@@ -53,7 +55,8 @@ class MemoryX:
     Parameters
     ----------
     layers : sequence of LayerSpec
-    fmt : FixedPoint, the datapath format layers are streamed in.
+    fmt : FixedPoint or BFloat16 (or its name, ``"int16"`` or ``"bf16"``), the datapath format
+        layers are streamed in.
     optimizer : Optimizer (Adam with lr 1e-3 by default).
     schedule : SparsitySchedule for the sparse layers, or None (every layer dense).
     memory_bytes, directory : the tiers (:class:`~host.tiers.TieredStore`).
@@ -70,7 +73,7 @@ class MemoryX:
             if a.n_out != b.n_in:
                 raise ValueError(f"layer {b.name} takes {b.n_in} inputs but {a.name} gives "
                                  f"{a.n_out}")
-        self.fmt = FixedPoint() if fmt is None else fmt
+        self.fmt = number_format(fmt)
         self.optimizer = Adam() if optimizer is None else optimizer
         if not isinstance(self.optimizer, Optimizer):
             raise ValueError(f"optimizer must be an Optimizer, not {self.optimizer!r}")
@@ -163,12 +166,14 @@ class MemoryX:
 
     def update_sums(self, sums, *, loss_scale, batch):
         """One optimizer step from SwarmX's sums: ``sums`` is ``{layer: (dW, db)}`` of exact
-        integers, ``dW`` at the mask's indices (or full) in the fixed point of products
-        (``2 * frac_bits``), ``db`` of deltas (``frac_bits``), both of the loss scaled by
-        ``loss_scale`` and summed over ``batch`` samples; they are divided by all of that here,
-        in ``float64``, then applied as :meth:`update` does."""
+        sums, ``dW`` at the mask's indices (or full), ``db`` of deltas, both of the loss scaled
+        by ``loss_scale`` and summed over ``batch`` samples. Fixed point: integers, ``dW`` in
+        the fixed point of products (``2 * frac_bits``), ``db`` of deltas (``frac_bits``),
+        divided by all of that here in ``float64``. bf16: exact sums of binary32 values
+        (:func:`~host.numbers.exact`, ``[..., LIMBS]`` digits), each rounded once to
+        ``float64`` (:func:`~host.numbers.exact_float`), then divided by
+        ``loss_scale * batch``. Then applied as :meth:`update` does."""
         loss_scale, batch = count("loss_scale", loss_scale), count("batch", batch)
-        f = self.fmt.frac_bits
         scale = float(loss_scale * batch)
         grads = {}
         for name, (dW, db) in sums.items():
@@ -176,6 +181,13 @@ class MemoryX:
             for what, a in (("dW", dW), ("db", db)):
                 if a.dtype.kind not in "iu":
                     raise ValueError(f"{name}: {what} must be integer sums, not {a.dtype} values")
+                if is_float(self.fmt) and a.shape[-1:] != (LIMBS,):
+                    raise ValueError(f"{name}: {what} must be exact sums of {LIMBS} digits "
+                                     f"(bf16), not shape {a.shape}")
+            if is_float(self.fmt):
+                grads[name] = exact_float(dW) / scale, exact_float(db) / scale
+                continue
+            f = self.fmt.frac_bits
             grads[name] = (dW.astype(np.float64) / ((1 << 2 * f) * scale),
                            db.astype(np.float64) / ((1 << f) * scale))
         self.update(grads)
@@ -239,8 +251,9 @@ class MemoryX:
     def _meta(self):
         return {"layers": [asdict(s) | {"n_in": int(s.n_in), "n_out": int(s.n_out)}
                            for s in self.layers],
-                "fmt": {"width": self.fmt.width, "frac_bits": self.fmt.frac_bits,
-                        "acc_width": self.fmt.acc_width},
+                "fmt": self.fmt.to_dict() if is_float(self.fmt) else {
+                    "width": self.fmt.width, "frac_bits": self.fmt.frac_bits,
+                    "acc_width": self.fmt.acc_width},
                 "optimizer": {"name": self.optimizer.name, **self.optimizer.hyper()},
                 "schedule": None if self.schedule is None else self.schedule.to_dict(),
                 "seed": self.seed, "t": self.t, "rng": self.rng.bit_generator.state}
@@ -271,10 +284,11 @@ class MemoryX:
         except ValueError as error:
             raise CheckpointError(f"checkpoint {path}: its optimizer step count {error}") \
                 from None
+        self._check_format(path, theirs.get("fmt"))
         extra = meta.get("extra")
         if check is not None:
             extra = check(extra, t)
-        for key in ("layers", "fmt", "optimizer", "schedule"):
+        for key in ("layers", "optimizer", "schedule"):
             if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(mine[key],
                                                                          sort_keys=True):
                 hint = (" (the schedule follows the run's length: resume with the same steps "
@@ -315,6 +329,20 @@ class MemoryX:
         self.t, self.rng = t, rng
         self._streams.clear()
         return extra
+
+    def _check_format(self, path, fmt):
+        """``CheckpointError`` unless the checkpoint's format ``fmt`` (its ``to_dict``, or the
+        fixed point's fields alone: a checkpoint from before bf16, which is int16) is this
+        store's."""
+        try:
+            theirs = number_format(fmt if fmt is not None else FixedPoint())
+        except (TypeError, ValueError) as error:
+            raise CheckpointError(f"checkpoint {path} records no valid number format: "
+                                  f"{error}") from None
+        if theirs != self.fmt:
+            name = format_name(theirs)
+            raise CheckpointError(f"checkpoint {path} was trained in {name}, this run is in "
+                                  f"{format_name(self.fmt)}: resume with --format {name}")
 
     def _check_group(self, path, layer, group):
         """``CheckpointError`` if a float array of ``layer`` holds NaN or infinity, the

@@ -6,7 +6,10 @@ groups of ``k`` under the next, up to one node, whose up-link goes to MemoryX. A
 a layer's stream once over every link; a reduce sends each node's sum once over its up-link,
 summing its children in order (pairwise for ``k = 2``). Gradient totals are ``int64`` fixed
 point, so the sums are exact and do not depend on the tree: 1, 2 or 4 systems train to the
-same bits.
+same bits. In bf16 they are exact sums of binary32 values (:func:`host.numbers.exact`: ``int64``
+digits, added the same way), so the tree adds nothing that depends on its shape; what each
+system sends is its mesh's binary32 sum over its own tokens, which does depend on the split
+(``docs/host.md``, "bf16").
 
 Transports (:data:`TRANSPORTS`) carry the same byte messages (:mod:`host.messages`) to
 :class:`~host.worker.MeshWorker` s:
@@ -141,8 +144,9 @@ class SwarmX:
         return reply
 
     def reduce(self, parts):
-        """Sum ``parts`` (one ``{name: int64 array}`` per system) up the tree, exactly; every
-        link carries one partial sum of the same size (counted as its arrays' bytes)."""
+        """Sum ``parts`` (one ``{name: int64 array}`` per system: integers, or bf16's exact sums'
+        digits) up the tree, exactly; every link carries one partial sum of the same size
+        (counted as its arrays' bytes)."""
         self.link_bytes["reduce"] += max(_nbytes(p) for p in parts)
         return self.tree.reduce([{k: np.asarray(v, dtype=np.int64) for k, v in p.items()}
                                  for p in parts])

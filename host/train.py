@@ -8,10 +8,12 @@ Per step, for a batch split into one shard per system:
 2. The host computes the softmax cross-entropy and ``dlogits = softmax - onehot`` for the whole
    batch, scaled by ``loss_scale`` and quantised to the datapath format.
 3. Top layer down: MemoryX streams the layer again, each system runs the gradient pass (the
-   mask's indices) and the delta pass (``W^T``), SwarmX sums the gradients up its tree (exact
-   ``int64``), and MemoryX converts them to float (dividing out the fixed-point scales, the loss
-   scale and the batch size: :meth:`~host.memoryx.MemoryX.update_sums`) and updates the layer
-   with its optimizer.
+   mask's indices) and the delta pass (``W^T``), SwarmX sums the gradients up its tree (exact:
+   ``int64``, or bf16's exact sums), and MemoryX converts them to float (dividing out the
+   fixed-point scales, the loss scale and the batch size:
+   :meth:`~host.memoryx.MemoryX.update_sums`) and updates the layer with its optimizer.
+
+The datapath format is ``int16`` or ``bf16`` (``format``; :mod:`host.numbers` holds what differs).
 
 Each layer is quantised and encoded once per step (MemoryX keeps the stream until the layer
 changes); the forward and backward passes broadcast the same bytes.
@@ -19,7 +21,9 @@ changes); the forward and backward passes broadcast the same bytes.
 Data: scikit-learn's bundled digits (8x8 pixels, 10 classes), pixels scaled to ``[0, 1]``, a
 fixed 80/20 split; batches drawn in a seeded order per epoch. Everything that decides the bits
 (initial weights, masks, batch order, integer gradients) is independent of how many systems
-there are, so the final ``weights_digest`` is too.
+there are, so the final ``weights_digest`` is too, in ``int16``. In ``bf16`` each system's
+weight gradients are binary32 sums on its mesh over its own tokens, rounded as they go, so the
+digest depends on the number of systems (deterministic for each; ``docs/host.md``, "bf16").
 """
 
 import time
@@ -28,10 +32,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from wse.fabric.config import MeshConfig
+from wse.rtl.numfmt import number_format
 from wse.rtl.validate import count, integer, number
 
-from .layer_stream import quantise
 from .memoryx import LayerSpec, MemoryX
+from .numbers import FORMATS, format_name, quantise, to_float
 from .optim import make_optimizer
 from .sparsity import KINDS, SparsitySchedule
 from .swarmx import TRANSPORTS, SwarmX
@@ -66,6 +71,7 @@ class TrainSettings:
     swarm: str = "inproc"
     address: str | None = None
     backend: str = "golden"
+    format: str = "int16"
     hidden: tuple = (64,)
     sparsity: float = 0.9
     prune: str = "gradual"
@@ -85,6 +91,10 @@ class TrainSettings:
             raise ValueError(f"swarm must be one of {', '.join(TRANSPORTS)}, not {self.swarm!r}")
         if self.prune not in KINDS:
             raise ValueError(f"prune must be one of {', '.join(KINDS)}, not {self.prune!r}")
+        name = self.format if isinstance(self.format, str) else format_name(self.format)
+        if name not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {self.format!r}")
+        self.format = name
         for name in ("systems", "batch", "loss_scale"):
             setattr(self, name, count(name, getattr(self, name)))
         for name in ("steps", "epochs", "memory_bytes"):
@@ -113,7 +123,7 @@ class Trainer:
     def __init__(self, settings, *, directory=None, resume=None):
         self.s = s = settings
         self.x_train, self.y_train, self.x_test, self.y_test = load_digits_split(s.seed)
-        self.config = MeshConfig(*s.mesh)
+        self.config = MeshConfig(*s.mesh, fmt=number_format(s.format))
         self.fmt = self.config.fmt
         self.steps_per_epoch = len(self.y_train) // s.batch
         self.total_steps = s.steps if s.steps is not None else s.epochs * self.steps_per_epoch
@@ -166,8 +176,13 @@ class Trainer:
                         | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
             replies = [r for r in self.swarm.broadcast(stream, requests) if r is not None]
             self._count(replies, cycles, train)
-        logits = np.concatenate([r["y"] for r in replies], axis=1)
-        return logits.astype(np.float64) / (1 << self.fmt.frac_bits), cycles
+        logits = to_float(self.fmt, np.concatenate([r["y"] for r in replies], axis=1))
+        if not np.isfinite(logits).all():
+            raise RuntimeError(f"step {self.step_index}: {np.count_nonzero(~np.isfinite(logits))} "
+                               f"logits are infinite or NaN (the {self.s.format} datapath "
+                               f"overflowed; mesh overflows so far: "
+                               f"{self.counts['mesh_overflows']}): the run diverged")
+        return logits, cycles
 
     def _count(self, replies, cycles, train):
         """Add the replies' figures: ``cycles[pass]`` gathers ``[mesh, dense]`` cycles per
@@ -275,6 +290,7 @@ class Trainer:
                                for spec in self.memoryx.layers},
             "steps": self.step_index, "epochs": self.step_index / self.steps_per_epoch,
             "systems": self.s.systems, "backend": self.s.backend, "swarm": self.s.swarm,
+            "format": self.s.format,
             "mesh": f"{self.config.rows}x{self.config.cols}",
             "model": "-".join(str(w) for w in (64, *self.s.hidden, 10)),
             "mesh_cycles": mesh, "dense_cycles": dense,

@@ -6,15 +6,18 @@ the same bits. Activations stay here between the forward and the backward pass; 
 up to the host, and only reduced gradients leave for MemoryX.
 
 Passes, for layer ``l`` with quantised weights ``W`` (a :class:`~host.layer_stream.LayerStream`)
-and all values in the datapath format:
+and all values in the datapath format (:mod:`host.numbers`; bf16: bit patterns):
 
-- **forward**: ``Z = W @ A`` on the mesh (:func:`fabric.tiling.run_tiled`), ``Y = sat(Z + b)``,
+- **forward**: ``Z = W @ A`` on the mesh (:func:`fabric.tiling.run_tiled`), ``Y = sat(Z + b)``
+  (bf16: ``bf(fl(Z + b))``; a value made infinite there counts as the pass's overflow),
   ``A' = relu(Y)`` except for the last layer, whose ``Y`` (the logits) goes to the host;
 - **backward**: the weight-gradient pass ``dW[o, i] = sum_t dY[o, t] A[i, t]`` for the mask's
   indices on the mesh, as the masked GEMM ``dY @ A^T`` (:func:`fabric.gradient.gradient_gemm`:
   the nonzero deltas stream, the mask gates the MACs, the 32-bit totals stream out raw), and
-  ``db = sum_t dY`` here; then, below the first layer, the delta pass ``dA = W^T @ dY`` on the
-  mesh, masked by the ReLU of the layer below.
+  ``db = sum_t dY`` here, exactly; then, below the first layer, the delta pass
+  ``dA = W^T @ dY`` on the mesh, masked by the ReLU of the layer below. Gradients leave as
+  SwarmX adds them (:func:`~host.numbers.gradient_sum`: ``int64``, or in bf16 the binary32
+  totals as exact sums; a total that is not finite is an error naming the layer).
 
 The weights stay compressed rows from the stream to the tiles: the tiles are cut from them
 (:class:`fabric.tiling.SparseRows`) and the delta pass's ``W^T`` is their transpose, with no
@@ -42,6 +45,7 @@ from wse.fabric.tiling import run_tiled
 
 from .layer_stream import LayerStream
 from .messages import decode, encode
+from .numbers import add_bias, canonical_zero, delta_sum, gradient_sum, is_float, positive
 
 __all__ = ["MeshWorker"]
 
@@ -107,8 +111,9 @@ class MeshWorker:
                 dense.append(dense_model(program, Xb))
             return result
 
-        tiled = run_tiled(self.config, W, np.clip(X, fmt.operand_min, fmt.operand_max), block,
-                          mask=mask, totals=totals)
+        if not is_float(fmt):
+            X = np.clip(X, fmt.operand_min, fmt.operand_max)
+        tiled = run_tiled(self.config, W, X, block, mask=mask, totals=totals)
         return tiled.y, sum(cycles), sum(dense), tiled.overflow
 
     def _figures(self, passes):
@@ -121,10 +126,6 @@ class MeshWorker:
                    "checks": self.checks, "mismatches": self.mismatches}
         self.mismatches = 0
         return figures
-
-    def _saturate(self, values):
-        fmt = self.config.fmt
-        return np.clip(values, fmt.operand_min, fmt.operand_max)
 
     # -- the passes ---------------------------------------------------------------------------
 
@@ -140,15 +141,18 @@ class MeshWorker:
         else:
             A = self._next_input
         Z, cycles, dense, overflow = self._gemm(s.weights(), A, model=train)
-        Y = self._saturate(Z + s.bias.astype(np.int64)[:, None])
+        fmt = self.config.fmt
+        Y, beyond = add_bias(fmt, Z, s.bias)
+        if is_float(fmt):       # made infinite; int16's saturation here is not counted
+            overflow |= beyond
         if train:
             self.inputs[layer] = A
         reply = self._figures({"forward": (cycles, dense, overflow)})
         if last:
             reply["y"] = Y
         else:
-            self.active[layer] = Y > 0
-            self._next_input = np.maximum(Y, 0)
+            self.active[layer] = positive(fmt, Y)
+            self._next_input = np.where(self.active[layer], Y, 0)
         return reply
 
     def op_backward(self, layer, stream, dy=None):
@@ -159,14 +163,20 @@ class MeshWorker:
         if dY is None or layer not in self.inputs:
             raise ValueError(f"backward of layer {layer} before its forward pass or without dY")
         A = self.inputs.pop(layer)
+        fmt = self.config.fmt
         passes = {}
         dW, *passes["gradient"] = gradient_gemm(self._gemm, s.shape, s.rows, s.indices, dY, A)
         if layer > 0:
             dA, *passes["delta"] = self._gemm(s.weights().transpose(), dY)
-            self.delta = np.where(self.active.pop(layer - 1), dA, 0)
+            self.delta = canonical_zero(fmt, np.where(self.active.pop(layer - 1), dA, 0))
         else:
             self.delta = None
-        return {"dW": dW, "db": dY.sum(axis=1), **self._figures(passes)}
+        try:
+            sums = {"dW": gradient_sum(fmt, dW), "db": delta_sum(fmt, dY)}
+        except ValueError as error:
+            raise ValueError(f"layer {layer}'s gradient: {error}: the binary32 accumulation "
+                             f"overflowed (the run diverged)") from None
+        return sums | self._figures(passes)
 
     def op_close(self):
         self.close()

@@ -7,7 +7,7 @@ and the host codecs.
 import dataclasses
 from dataclasses import dataclass
 
-from .numfmt import FixedPoint
+from .numfmt import BFloat16, FixedPoint, number_format
 from .validate import count, integer
 from .wavelet import MAX_COLORS
 
@@ -53,7 +53,7 @@ class CoreParams:
     n_tok: int = 8
     n_out: int = 16
     lanes: int = 1
-    fmt: FixedPoint = FixedPoint()
+    fmt: FixedPoint | BFloat16 = FixedPoint()
     row: int = 0
     rows: int = 1
     colors: CoreColors = CoreColors()
@@ -77,10 +77,11 @@ class CoreParams:
             raise ValueError(f"lanes must be a power of two dividing n_tok ({n_tok}), "
                              f"not {lanes!r}")
         put("lanes", lanes)
-        fmt = self.fmt
-        if not isinstance(fmt, FixedPoint) or fmt.width > 16 or fmt.acc_width > 32:
-            raise ValueError(f"fmt must be a FixedPoint with width <= 16 and acc_width <= 32, "
-                             f"not {fmt!r}")
+        fmt = number_format(self.fmt)
+        put("fmt", fmt)
+        if not isinstance(fmt, (FixedPoint, BFloat16)) or fmt.width > 16 or fmt.acc_width > 32:
+            raise ValueError(f"fmt must be a BFloat16, or a FixedPoint with width <= 16 and "
+                             f"acc_width <= 32, not {fmt!r}")
         rows = count("rows", self.rows)
         put("rows", rows)
         put("row", integer("row", self.row, 0, rows - 1))
@@ -101,7 +102,7 @@ class CoreParams:
         :meth:`from_dict` rebuilds them."""
         params = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name not in ("fmt", "colors")}
-        params["fmt"] = vars(self.fmt)
+        params["fmt"] = self.fmt.to_dict()
         if self.colors != CoreColors():
             params["colors"] = dataclasses.asdict(self.colors)
         return params
@@ -111,7 +112,7 @@ class CoreParams:
         """:class:`CoreParams` from :meth:`to_dict`'s form; unknown keys are ignored (a
         testbench's parameters carry its own entries too)."""
         params = dict(params)
-        params["fmt"] = FixedPoint(**params.get("fmt", {}))
+        params["fmt"] = number_format(params.get("fmt", {}))
         if "colors" in params:
             params["colors"] = CoreColors(**params["colors"])
         names = {f.name for f in dataclasses.fields(cls)}

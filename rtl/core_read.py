@@ -79,7 +79,7 @@ class ReadEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p = self.params
+        p, fmt = self.params, self.params.fmt
         lanes = p.lanes
         log_tok, log_lanes = p.n_tok.bit_length() - 1, lanes.bit_length() - 1
         send = Signal()
@@ -130,9 +130,9 @@ class ReadEngine(wiring.Component):
         value = Signal(32)
         with m.Switch(region):
             with m.Case(0):
-                m.d.comb += value.eq(self.x_data[bank].as_signed())
+                m.d.comb += value.eq(fmt.operand_word(self.x_data[bank]))
             with m.Case(1):
-                m.d.comb += value.eq(self.y_data.as_signed())
+                m.d.comb += value.eq(fmt.operand_word(self.y_data))
             with m.Case(2):
                 m.d.comb += value.eq(word)
         m.d.comb += [reply.data.eq(value), reply.color.eq(self.out_color), reply.ctrl.eq(0)]

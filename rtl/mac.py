@@ -1,25 +1,32 @@
 """The zero-skip multiply-accumulate unit."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .bfloat import NEG_ZERO32, BFloat16
 from .numfmt import FixedPoint
 
 __all__ = ["Mac"]
 
 
 class Mac(wiring.Component):
-    """Saturating multiply-accumulate that marks the operations with a zero operand.
+    """Multiply-accumulate that marks the operations with a zero operand.
 
     Two stages. ``s0``: operands ``a`` and ``b`` arrive with ``valid``; their product is
     registered, and an operation with a zero operand is marked skipped (its product is zero,
     so its sum is ``acc`` and it never overflows: no multiplexer after the adder, which a
     product register held over a skipped operation needed). ``s1``, one cycle later: the
     accumulator value ``acc`` for that operation is supplied, and ``sum`` = ``acc + a * b``
-    (saturated to the accumulator) is valid combinationally, with ``skip`` and ``overflow``
-    strobes for that operation. The core skips zeros before they reach the MAC (its walk issues
-    only nonzero activations, and nothing with a zero weight).
+    (fixed point: saturated to the accumulator; bf16: the binary32 sum, rounded) is valid
+    combinationally, with ``skip`` and ``overflow`` strobes for that operation. The core skips
+    zeros before they reach the MAC (its walk issues only nonzero activations, and nothing with
+    a zero weight).
+
+    In bf16 the product of a ``±0`` operand is ``±0`` or NaN (``0 x inf``), and ``+0`` would
+    turn an ``acc`` of ``-0`` into ``+0``: a skipped operation registers ``-0`` instead, the
+    additive identity, so its sum is ``acc`` (a NaN ``acc`` comes out as the canonical NaN, the
+    only NaN the arithmetic makes).
 
     Latency: 1 cycle from operands to ``sum`` (the accumulator is read in ``s1``, so a memory
     read issued with the operands lines up). Throughput: one operation per cycle.
@@ -29,7 +36,7 @@ class Mac(wiring.Component):
 
     Parameters
     ----------
-    fmt : FixedPoint
+    fmt : FixedPoint or BFloat16
         Number format of operands and accumulator.
 
     Members
@@ -45,19 +52,20 @@ class Mac(wiring.Component):
     s1_valid : Out(1)
         ``s1``: an operation is in ``s1``; ``sum`` is its result.
     sum : Out(fmt.acc_shape)
-        ``s1``: ``acc + a * b`` saturated (``acc`` unchanged when skipped).
+        ``s1``: ``acc + a * b`` (``acc`` unchanged when skipped).
     skip : Out(1)
         ``s1``: the operation in ``s1`` was skipped (an operand was zero; no multiply).
     overflow : Out(1)
-        ``s1``: the operation in ``s1`` saturated.
+        ``s1``: the operation in ``s1`` saturated (bf16: turned a finite ``acc`` into ``±inf``
+        or NaN).
     overflowed : Out(1)
-        Sticky: some operation saturated since reset or ``clear``.
+        Sticky: some operation overflowed since reset or ``clear``.
     """
 
     def __init__(self, fmt=None):
         fmt = FixedPoint() if fmt is None else fmt
-        if not isinstance(fmt, FixedPoint):
-            raise TypeError(f"Number format must be a FixedPoint, not {fmt!r}")
+        if not isinstance(fmt, (FixedPoint, BFloat16)):
+            raise TypeError(f"Number format must be a FixedPoint or a BFloat16, not {fmt!r}")
         self.fmt = fmt
         super().__init__({
             "valid":      In(1),
@@ -82,8 +90,11 @@ class Mac(wiring.Component):
             self.s1_valid.eq(self.valid),
             self.skip.eq(self.valid & s0_skip),
         ]
+        product = fmt.multiply(self.a, self.b)
+        if isinstance(fmt, BFloat16):
+            product = Mux(s0_skip, NEG_ZERO32, product)     # acc + -0 is acc, even -0
         with m.If(self.valid):
-            m.d.sync += s1_product.eq(fmt.multiply(self.a, self.b))
+            m.d.sync += s1_product.eq(product)
 
         total, saturated = fmt.accumulate(self.acc, s1_product)
         m.d.comb += [self.sum.eq(total), self.overflow.eq(self.s1_valid & saturated)]

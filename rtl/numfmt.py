@@ -4,15 +4,44 @@ A format says what an operand and an accumulator are, and builds the hardware fo
 things the core does with numbers: test for zero, multiply, accumulate (saturating), and
 requantise an accumulator back to an operand. The matching numpy functions live in
 :mod:`fabric.numerics`, keyed by the same format object, so RTL and golden model agree bit for
-bit. A ``bf16 x bf16 -> fp32`` format is planned as a second class with the same methods.
+bit. :class:`~rtl.bfloat.BFloat16` (``bf16 x bf16 -> fp32``) is the second class with the same
+methods; :func:`number_format` names both (``--format int16|bf16``).
 """
 
 
 from amaranth.hdl import Const, Mux, signed
 
+from .bfloat import BFloat16
 from .validate import integer
 
-__all__ = ["FixedPoint", "saturate"]
+__all__ = ["FixedPoint", "BFloat16", "FORMATS", "number_format", "saturate"]
+
+FORMATS = ("int16", "bf16")
+"""The names ``--format`` takes."""
+
+
+def number_format(spec=None):
+    """The number format ``spec`` names: ``None`` or ``"int16"`` (:class:`FixedPoint`'s
+    default), ``"bf16"`` (:class:`BFloat16`), a format object (returned as it is), or a dict from
+    a format's ``to_dict`` (a dict without ``"name"`` is a :class:`FixedPoint`'s fields, the form
+    saved before there were two formats). Anything else is a ``ValueError`` naming it."""
+    if spec is None:
+        return FixedPoint()
+    if isinstance(spec, (FixedPoint, BFloat16)):
+        return spec
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        name = spec.pop("name", "fixed")
+        if name == "bf16" and not spec:
+            return BFloat16()
+        if name == "fixed":
+            return FixedPoint(**spec)
+        raise ValueError(f"number format must be one of {', '.join(FORMATS)}, not {spec!r}")
+    if spec == "int16":
+        return FixedPoint()
+    if spec == "bf16":
+        return BFloat16()
+    raise ValueError(f"number format must be one of {', '.join(FORMATS)}, not {spec!r}")
 
 
 def saturate(value, width):
@@ -47,6 +76,8 @@ class FixedPoint:
         ``int64`` and must not wrap).
     """
 
+    name = "fixed"
+
     def __init__(self, *, width=16, frac_bits=8, acc_width=32):
         width = integer("Operand width", width, 2, 31)
         frac_bits = integer("frac_bits", frac_bits, 0, width - 1)
@@ -64,6 +95,11 @@ class FixedPoint:
 
     def __hash__(self):
         return hash((self.width, self.frac_bits, self.acc_width))
+
+    def to_dict(self):
+        """The fields as a JSON-able dict (:func:`number_format` rebuilds the format)."""
+        return {"name": self.name, "width": self.width, "frac_bits": self.frac_bits,
+                "acc_width": self.acc_width}
 
     # Ranges --------------------------------------------------------------------------------------
 
@@ -104,6 +140,10 @@ class FixedPoint:
     def acc_from_bits(self, bits):
         """The accumulator value carried in the low bits of a wavelet's data (a psum)."""
         return bits[:self.acc_width].as_signed()
+
+    def operand_word(self, value):
+        """An operand as a wavelet's 32-bit data (a READ): sign-extended."""
+        return value.as_signed()
 
     def is_zero(self, value):
         return value == 0

@@ -135,7 +135,10 @@ class PsumEngine(wiring.Component):
 
         from_n = fmt.acc_from_bits(self.psum_n.payload)
         from_s = fmt.acc_from_bits(self.psum_s.payload)
-        s1, over1 = fmt.accumulate(acc.data, Mux(need_n, from_n, 0))
+        # the first sum through a signal of its own: one adder feeding the next, not its whole
+        # expression copied into each use (what Amaranth's simulator would compile)
+        s1, over1 = Signal(fmt.acc_shape), Signal()
+        m.d.comb += Cat(s1, over1).eq(Cat(*fmt.accumulate(acc.data, Mux(need_n, from_n, 0))))
         s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0))
         # The owner's sum is requantised into Y a cycle after its add (a register stage off the
         # adders' path; a READ waits for the engine to be idle, which it is by then).

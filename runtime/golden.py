@@ -1,9 +1,12 @@
 """The ``golden`` backend: the numpy golden model of the mesh behind the
 :class:`~wse.runtime.system.System` interface (no cycles)."""
 
+import numpy as np
+
 from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.mesh_model import MeshModel, gemm_reference
+from wse.rtl.bfloat import BFloat16
 
 from .system import Exchange, GemmResult, System
 
@@ -35,10 +38,7 @@ class GoldenSystem(System):
         program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
                                raw=raw, zeros=zeros, mask=mask)
         Y, totals = gemm_reference(self.config, program, program.X)
-        # raw totals leave without requantisation (CR_OUT): only their accumulation can saturate
-        _, saturated = numerics.requantise(fmt, totals)
-        overflow = bool((saturated.any() and not raw) or (totals <= fmt.acc_min).any()
-                        or (totals >= fmt.acc_max).any())
+        overflow = _overflowed(fmt, totals, raw)
         return GemmResult(y=totals if raw else Y, cycles=None, load_cycles=None,
                           read_cycles=None, overflow=overflow, program=program)
 
@@ -46,3 +46,19 @@ class GoldenSystem(System):
         outlets = self.model.exchange(streams)
         return Exchange(outlets=outlets, cycles=None, error=bool(self.model.error),
                         overflow=bool(self.model.overflow))
+
+
+def _overflowed(fmt, totals, raw):
+    """Whether the mesh's overflow flag would be set by a GEMM with these totals: fixed point,
+    a total at a bound of the accumulator (it saturated, or may have) or, requantised, beyond
+    the operand range (raw totals leave without requantisation: CR_OUT); bf16, a total that is
+    not finite (every accumulator starts at +0, and a value that is not finite stays so along
+    the chain to its total, so some finite accumulator became one: the flag) or, requantised,
+    a finite one that rounds to ``±inf``."""
+    if isinstance(fmt, BFloat16):
+        _, rounded = numerics.requantise(fmt, totals)
+        return bool((~np.isfinite(numerics.as_float32(totals))).any()
+                    or (rounded.any() and not raw))
+    _, saturated = numerics.requantise(fmt, totals)
+    return bool((saturated.any() and not raw) or (totals <= fmt.acc_min).any()
+                or (totals >= fmt.acc_max).any())

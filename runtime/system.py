@@ -21,6 +21,7 @@ import numpy as np
 from wse.fabric import pe_model
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
+from wse.rtl.bfloat import BFloat16
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
 from wse.rtl.isa import MAX_READ, READ_ARG, WORD
 from wse.rtl.wavelet import unpack
@@ -47,10 +48,10 @@ class Exchange:
 
 @dataclass
 class GemmResult:
-    """One GEMM: ``y`` (requantised, or int32 totals with ``raw``), the cycles of the compute
-    phase, of loading ``X`` and of reading ``Y`` (``None`` where the backend counts no cycles),
-    and each tile's counters for the compute phase (``{name: array (rows, cols)}``; empty when
-    none were read)."""
+    """One GEMM: ``y`` (requantised, or int32 totals with ``raw``; bf16: bit patterns, bf16 or
+    with ``raw`` binary32), the cycles of the compute phase, of loading ``X`` and of reading
+    ``Y`` (``None`` where the backend counts no cycles), and each tile's counters for the
+    compute phase (``{name: array (rows, cols)}``; empty when none were read)."""
     y: np.ndarray
     cycles: int | None
     load_cycles: int | None
@@ -136,7 +137,11 @@ class System(ABC):
                              f"need {len(tiles) * elem_per_pe}")
         address = self._address(dest)
         fmt = self.config.fmt
-        if src.size and (src.min() < fmt.operand_min or src.max() > fmt.operand_max):
+        if isinstance(fmt, BFloat16):
+            if src.size and (src.min() < 0 or src.max() > 0xFFFF):
+                raise ValueError(f"values must be bf16 bit patterns (0..0xFFFF), found "
+                                 f"{src.min()}..{src.max()}")
+        elif src.size and (src.min() < fmt.operand_min or src.max() > fmt.operand_max):
             raise ValueError(f"values must be in the operand range {fmt.operand_min}.."
                              f"{fmt.operand_max}, found {src.min()}..{src.max()}")
         blocks = src.reshape(len(tiles), elem_per_pe)
@@ -150,7 +155,7 @@ class System(ABC):
     def memcpy_d2h(self, src, px, py, w, h, elem_per_pe):
         """Read ``elem_per_pe`` words from ``src`` (``"X"``, ``"Y"``, ``"counters"`` or an
         address) of every PE of the rectangle; returns ``(h, w, elem_per_pe)`` int64 (memory
-        words sign-extended, counters as they are)."""
+        words sign-extended, bf16 ones as bit patterns, counters as they are)."""
         tiles = self._rect(px, py, w, h)
         address = self._address(src)
         words, cycles = {}, []
@@ -177,6 +182,8 @@ class System(ABC):
             out[i, j] = got
         if src == "counters" or (not isinstance(src, str) and address >= COUNTER_BASE):
             return out
+        if isinstance(self.config.fmt, BFloat16):
+            return out & 0xFFFF_FFFF                    # bit patterns, zero-extended
         return WORD.unpack(out.astype(np.uint64))["value"]
 
     def replies(self, outlets, rows=None):

@@ -88,11 +88,13 @@ def core_parameters(config):
         "acc_buffers": "accumulator buffers per core",
         "psum_depth": "psum FIFO depth per core, in wavelets",
         "edges": "edges with ports in both directions besides the W intakes and S outlets",
-        "fmt": "number format: operand width, fraction bits, accumulator width",
+        "fmt": "number format: fixed point (operand width, fraction bits, accumulator width) "
+               "or bf16 (binary32 accumulators)",
     }
     values = {f.name: getattr(config, f.name) for f in fields(config)}
     fmt = config.fmt
-    values["fmt"] = f"int{fmt.width} (frac_bits={fmt.frac_bits}, acc_width={fmt.acc_width})"
+    values["fmt"] = ("bf16 (binary32 accumulators)" if fmt.name == "bf16" else
+                     f"int{fmt.width} (frac_bits={fmt.frac_bits}, acc_width={fmt.acc_width})")
     return {name: (values[name], about[name]) for name in about}
 
 

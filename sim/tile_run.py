@@ -31,7 +31,7 @@ def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1
     ``weights`` (the bench's stream length) only reaches the testbench."""
     cp = CoreParams(**{"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, **core})
     params = cp.to_dict()
-    top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}"
+    top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}{'_bf16' if cp.fmt.name == 'bf16' else ''}"
     built = build_once(lambda: Tile(cp, routes=tile_routes(cp)),
                        key=json.dumps(params, sort_keys=True), top=top, sim=sim, waves=waves)
     extra = {"seed": seed} if weights is None else {"seed": seed, "weights": weights}

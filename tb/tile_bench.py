@@ -15,7 +15,7 @@ import os
 import cocotb
 import numpy as np
 
-from wse.fabric import pe_model
+from wse.fabric import numerics, pe_model
 from wse.rtl import isa
 from wse.rtl.core_params import Y_BASE, CoreParams
 from wse.rtl.wavelet import Direction, unpack
@@ -26,6 +26,20 @@ DENSITIES = (1.0, 0.75, 0.5, 0.25, 0.05)
 FILL = 16      # commands that can sit in the router queue and the core's FIFO
 
 
+def operands(core, ints):
+    """``ints`` (nonzero integers) as ``core``'s operands: themselves in fixed point; in bf16
+    the bit patterns of ``ints / 16`` rounded to bf16 (normal numbers, never zero)."""
+    ints = np.asarray(ints, dtype=np.int64)
+    if core.fmt.name != "bf16":
+        return ints
+    return numerics.encode(core.fmt, ints / 16)[0]
+
+
+def zero_weight(core, k):
+    """The ``k``-th zero weight: ``0``, and in bf16 ``-0`` every other one (skipped alike)."""
+    return 0x8000 if core.fmt.name == "bf16" and k % 2 else 0
+
+
 def spaced_activations(core, rng, nonzero):
     """``X`` whose every slot has ``nonzero`` nonzero tokens, spread evenly over the banks."""
     x = np.zeros((core.n_feat, core.n_tok), dtype=np.int64)
@@ -33,7 +47,8 @@ def spaced_activations(core, rng, nonzero):
         banks = [list(rng.permutation(range(b, core.n_tok, core.lanes)))
                  for b in range(core.lanes)]
         tokens = [banks[k % core.lanes][k // core.lanes] for k in range(nonzero)]
-        x[f, tokens] = rng.integers(1, 200, nonzero) * rng.choice([-1, 1], nonzero)
+        x[f, tokens] = operands(core, rng.integers(1, 200, nonzero)
+                                * rng.choice([-1, 1], nonzero))
     return x
 
 
@@ -59,6 +74,7 @@ async def pe_figures(dut):
     tb = TileTB(dut, core)
     await tb.start()
     figures = {"lanes": core.lanes, "n_tok": core.n_tok, "weights_per_point": n,
+               "format": core.fmt.name if core.fmt.name == "bf16" else f"int{core.fmt.width}",
                "cycles_per_weight": {}, "busy_cycles_per_weight": {}, "nonzero_per_slot": {},
                "ideal_cycles_per_weight": {}, "fixed_overhead_cycles": {}}
     for density in DENSITIES:
@@ -66,7 +82,7 @@ async def pe_figures(dut):
         x = spaced_activations(core, rng, nonzero)
         await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
         weights = [pe_model.weight(core, int(v), int(f)) for v, f in
-                   zip(rng.integers(1, 300, n), rng.integers(0, core.n_feat, n))]
+                   zip(operands(core, rng.integers(1, 300, n)), rng.integers(0, core.n_feat, n))]
         measured, busy = await stream_cost(tb, weights)
         ideal = nonzero / core.lanes
         key = f"{density:.2f}"
@@ -76,7 +92,8 @@ async def pe_figures(dut):
         figures["ideal_cycles_per_weight"][key] = ideal
         figures["fixed_overhead_cycles"][key] = round(measured - ideal, 3)
 
-    zero_weights = [pe_model.weight(core, 0, int(f)) for f in rng.integers(0, core.n_feat, n)]
+    zero_weights = [pe_model.weight(core, zero_weight(core, k), int(f))
+                    for k, f in enumerate(rng.integers(0, core.n_feat, n))]
     figures["zero_weight_cycles"], _ = await stream_cost(tb, zero_weights)
 
     # CR overhead: the same weights with a CR after every `per_output` of them, and with only
@@ -87,7 +104,7 @@ async def pe_figures(dut):
     per_output = max(2, -(-(core.n_tok + 4) * core.lanes // core.n_tok))
     outputs = core.n_out * 4
     weights = [pe_model.weight(core, int(v), int(f)) for v, f in
-               zip(rng.integers(1, 300, per_output * outputs),
+               zip(operands(core, rng.integers(1, 300, per_output * outputs)),
                    rng.integers(0, core.n_feat, per_output * outputs))]
     plain = await _elapsed(tb, weights + [pe_model.cr(core, 0)])
     with_cr = []
@@ -107,10 +124,10 @@ async def pe_figures(dut):
     x = np.zeros((core.n_feat, core.n_tok), dtype=np.int64)
     for f in range(core.n_feat):
         tokens = rng.choice(core.n_tok, round(density * core.n_tok), replace=False)
-        x[f, tokens] = rng.integers(1, 200, tokens.size)
+        x[f, tokens] = operands(core, rng.integers(1, 200, tokens.size))
     await tb.phase([pe_model.addr(core, 0), *pe_model.load(core, x)])
     weights = [pe_model.weight(core, int(v), int(f)) for v, f in
-               zip(rng.integers(1, 300, n), rng.integers(0, core.n_feat, n))]
+               zip(operands(core, rng.integers(1, 300, n)), rng.integers(0, core.n_feat, n))]
     measured, _ = await stream_cost(tb, weights)
     figures["random_placement"] = {
         "density": density, "cycles_per_weight": round(measured, 3),

@@ -186,6 +186,60 @@ def test_a_weight_outside_the_mask_is_refused(saved, tmp_path):
     _refused(path, "fc0/W is not zero outside the layer's mask")
 
 
+# -- the number format --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def saved_bf16(tmp_path_factory):
+    """A bf16 checkpoint after 3 of 6 steps."""
+    path = tmp_path_factory.mktemp("ckpt") / "bf16.npz"
+    with Trainer(TrainSettings(**SETTINGS, format="bf16")) as trainer:
+        for _ in range(3):
+            trainer.step()
+        trainer.save(path)
+    return path
+
+
+def test_a_resume_in_another_format_is_refused_naming_both(saved, saved_bf16):
+    _refused(saved_bf16, "checkpoint " + str(saved_bf16) + " was trained in bf16, this run is "
+                         "in int16: resume with --format bf16")
+    _refused(saved, "was trained in int16, this run is in bf16: resume with --format int16",
+             format="bf16")
+
+
+def test_the_checkpoint_records_its_format(saved, saved_bf16):
+    """int16's record is the fixed point's fields, as before bf16; bf16's names it."""
+    assert checkpoint.load(saved)[0]["memoryx"]["fmt"] == {"width": 16, "frac_bits": 8,
+                                                            "acc_width": 32}
+    assert checkpoint.load(saved_bf16)[0]["memoryx"]["fmt"] == {"name": "bf16"}
+
+
+@pytest.mark.parametrize("change", [lambda m: m["memoryx"].pop("fmt"),
+                                    lambda m: m["memoryx"]["fmt"].update(name="fixed")])
+def test_a_checkpoint_without_a_format_name_is_int16(saved, tmp_path, change):
+    path = _rewritten(saved, tmp_path, change_meta=change)
+    with Trainer(TrainSettings(**SETTINGS), resume=path) as trainer:
+        assert trainer.step_index == 3
+    _refused(path, "was trained in int16, this run is in bf16", format="bf16")
+
+
+@pytest.mark.parametrize("fmt, message", [
+    ({"name": "fp8"}, "records no valid number format: number format must be one of int16, bf16"),
+    ({"width": "16"}, "records no valid number format: Operand width must be an integer"),
+])
+def test_a_bad_format_record_is_refused(saved, tmp_path, fmt, message):
+    path = _rewritten(saved, tmp_path, change_meta=lambda m: m["memoryx"].update(fmt=fmt))
+    _refused(path, message)
+
+
+def test_a_bf16_checkpoint_resumes_exactly(saved_bf16):
+    with Trainer(TrainSettings(**SETTINGS, format="bf16")) as straight:
+        want = straight.run()
+    with Trainer(TrainSettings(**SETTINGS, format="bf16"), resume=saved_bf16) as resumed:
+        got = resumed.run()
+    assert got["weights_digest"] == want["weights_digest"] and got["format"] == "bf16"
+    assert got["history"] == want["history"]
+
+
 # -- other data ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("setting, value, message", [

@@ -21,7 +21,7 @@ BENCH_KEYS = {
     "cycles", "model_cycles", "ideal_cycles", "dense_cycles", "speedup_vs_dense", "ideal_speedup",
     "zeros_streamed_cycles", "utilisation", "psum_overhead_cycles_per_output", "bit_exact",
     "macs_issued", "macs_skipped_weight", "macs_skipped_act", "nnz", "mesh", "shape",
-    "sparsity", "act_sparsity", "backend", "limits",
+    "sparsity", "act_sparsity", "backend", "format", "limits",
 }
 SMALL = ["--mesh", "2x2", "--out-features", "12", "--in-features", "10", "--tokens", "6"]
 

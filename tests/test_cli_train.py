@@ -48,10 +48,29 @@ def test_resume_with_another_run_length_is_refused(tmp_path):
     assert rest.exit_code == 1 and "is for another model: its schedule" in rest.stderr
 
 
+def test_bf16_json_report_and_a_resume_in_the_other_format(tmp_path):
+    """``--format bf16``: the report and settings name the format; its checkpoint resumed
+    without ``--format bf16`` is refused, naming both formats."""
+    result = _run("--steps", "3", "--format", "bf16", "--json", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["format"] == report["settings"]["format"] == "bf16"
+    assert report["mesh_cycles"] > 0 and report["mesh_overflows"] == 0
+    assert set(report["cycles_by_pass"]) == {"forward", "delta", "gradient"}
+    rest = _run("--steps", "3", "--resume", str(tmp_path / "checkpoint.npz"))
+    assert rest.exit_code == 1
+    assert "was trained in bf16, this run is in int16: resume with --format bf16" in rest.stderr
+    again = _run("--steps", "3", "--format", "bf16", "--json", "--resume",
+                 str(tmp_path / "checkpoint.npz"))
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["weights_digest"] == report["weights_digest"]
+
+
 def test_human_summary_without_json():
     result = _run("--steps", "2", "--mesh", "2x2", "--hidden", "16")
     assert result.exit_code == 0, result.stderr
     assert "weights_digest" in result.stdout and "mesh_cycles" in result.stdout
+    assert "int16" in result.stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -61,6 +80,7 @@ def test_human_summary_without_json():
     (["--systems", "40", "--batch", "32"], "batch (32) must give every one of the 40 systems"),
     (["--swarm", "mpi"], "'mpi' is not one of"),
     (["--checkpoint-every", "2"], "--checkpoint-every needs --out DIR"),
+    (["--format", "fp8"], "'fp8' is not one of 'int16', 'bf16'"),
 ])
 def test_bad_options_are_named(args, message):
     result = _run("--steps", "1", *args)

@@ -2,9 +2,12 @@
 GEMMs"): the MASK streams, the golden models, the cycle model, and the exact gradient through
 every way the host cuts it into blocks."""
 
+import math
+
 import numpy as np
 import pytest
 
+from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import CycleModel, predict_cycles, predict_unmasked_cycles
@@ -12,6 +15,7 @@ from wse.fabric.gradient import gradient_gemm, gradient_mask, gradient_reference
 from wse.fabric.mesh_model import gemm_reference
 from wse.fabric.tiling import SparseRows, run_tiled
 from wse.rtl import isa
+from wse.rtl.bfloat import BFloat16
 from wse.rtl.wavelet import CONTROL, ControlOp, unpack
 from wse.runtime import GoldenSystem
 
@@ -141,6 +145,19 @@ def test_the_cycle_model_counts_gated_tokens_and_masks():
     assert predict_cycles(program, X) < predict_unmasked_cycles(program, X)
 
 
+def _golden_gradient(config, shape, rows, cols, dY, A):
+    """``(dW, overflow)`` of :func:`gradient_gemm` on the fast golden mesh of ``config``."""
+    with GoldenSystem(config, fast=True) as system:
+        def gemm(W, X, mask=None, totals=False):
+            def block(Wb, Xb, raw, **masked):
+                return system.gemm(Wb, Xb, raw=raw, counters=False, **masked)
+            tiled = run_tiled(config, W, X, block, mask=mask, totals=totals)
+            return tiled.y, 0, 0, tiled.overflow
+
+        dW, _, _, overflow = gradient_gemm(gemm, shape, rows, cols, dY, A)
+    return dW, overflow
+
+
 @pytest.mark.parametrize("shape, tokens, mesh", [
     ((12, 20), 9, (2, 2)),          # one block
     ((40, 70), 30, (2, 2)),         # tokens (the layer's inputs) in three blocks
@@ -154,17 +171,39 @@ def test_the_gradient_on_the_mesh_is_the_exact_sum(shape, tokens, mesh):
     A = np.abs(A)                                   # ReLU activations
     mask = rng.random(shape) < 0.1
     rows, cols = np.nonzero(mask)
-    with GoldenSystem(config, fast=True) as system:
-        def gemm(W, X, mask=None, totals=False):
-            def block(Wb, Xb, raw, **masked):
-                return system.gemm(Wb, Xb, raw=raw, counters=False, **masked)
-            tiled = run_tiled(config, W, X, block, mask=mask, totals=totals)
-            return tiled.y, 0, 0, tiled.overflow
-
-        dW, _, _, overflow = gradient_gemm(gemm, shape, rows, cols, dY, A)
+    dW, overflow = _golden_gradient(config, shape, rows, cols, dY, A)
     want, beyond = gradient_reference(config.fmt, rows, cols, dY, A)
     np.testing.assert_array_equal(dW, want)
     assert not overflow and not beyond
+
+
+def _bf16(rng, shape, density, positive=False):
+    values = rng.normal(0, 1, shape) * 2.0 ** rng.integers(-20, 20, shape)
+    values[rng.random(shape) >= density] = 0
+    bits, _ = numerics.encode(BFloat16(), np.abs(values) if positive else values)
+    return bits
+
+
+@pytest.mark.parametrize("shape, tokens, mesh", [
+    ((12, 20), 9, (2, 2)), ((40, 70), 30, (2, 2)), ((10, 16), 75, (2, 1))])
+def test_the_bf16_gradient_on_the_mesh_is_within_the_summation_bound(shape, tokens, mesh):
+    """bf16: each total is the mesh's binary32 sum of the exact products (blocks added in block
+    order), so within ``(n - 1) u sum |p|`` of the exact sum for ``n`` products."""
+    rng = np.random.default_rng(sum(shape) + tokens)
+    config = MeshConfig(*mesh, n_feat=16, n_tok=8, n_out=8, fmt="bf16")
+    n_out, n_in = shape
+    dY, A = _bf16(rng, (n_out, tokens), 0.5), _bf16(rng, (n_in, tokens), 0.5, positive=True)
+    rows, cols = np.nonzero(rng.random(shape) < 0.1)
+    dW, overflow = _golden_gradient(config, shape, rows, cols, dY, A)
+    got = numerics.as_float32(dW).astype(np.float64)
+    products = (numerics.as_float32(dY, operand=True)[rows].astype(np.float64)
+                * numerics.as_float32(A, operand=True)[cols])
+    exact = np.array([math.fsum(p) for p in products])
+    bound = (tokens - 1) * 2.0 ** -24 * np.abs(products).sum(axis=1)
+    assert (np.abs(got - exact) <= bound * (1 + 2.0 ** -40) + 2.0 ** -53 * np.abs(exact)).all()
+    assert not overflow and (got != exact).any()        # rounded, as binary32 sums are
+    with pytest.raises(ValueError, match="gradient_reference is the fixed-point gradient"):
+        gradient_reference(config.fmt, rows, cols, dY, A)
 
 
 def test_a_dense_layers_gradient_needs_no_mask_and_bad_indices_are_named():
@@ -197,5 +236,30 @@ def test_a_gradient_that_saturates_is_reported_by_the_worker():
         assert not fine
         np.testing.assert_array_equal(small, gradient_reference(
             worker.config.fmt, rows, cols, dY // 64, A // 64)[0])
+    finally:
+        worker.close()
+
+
+def test_a_bf16_gradient_that_overflows_is_flagged_and_refused_by_the_worker():
+    """bf16: a total that reaches ``inf`` sets the pass's overflow flag; the worker refuses to
+    send it on (an infinite gradient has no exact sum), naming the layer."""
+    from wse.host.layer_stream import LayerStream
+    from wse.host.worker import MeshWorker
+
+    fmt = BFloat16()
+    worker = MeshWorker(MeshConfig(2, 2, fmt="bf16"), "golden")
+    try:
+        big, _ = numerics.encode(fmt, np.full((3, 8), 2.0 ** 120))
+        rows, cols = np.nonzero(np.eye(3, 5, dtype=bool))
+        dW, cycles, dense, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, big,
+                                                    big[:1].repeat(5, axis=0))
+        assert overflow and (numerics.as_float32(dW) == np.inf).all() and cycles > 0
+        layer = LayerStream.from_dense("fc0", fmt, np.eye(3, 5), np.ones((3, 5), bool),
+                                       np.zeros(3))
+        x, _ = numerics.encode(fmt, np.full((5, 8), 2.0 ** 120))
+        worker.op_forward(0, np.frombuffer(layer.to_bytes(), np.uint8), True, x=x)
+        with pytest.raises(ValueError, match="layer 0's gradient: 15 of 15 binary32 values are "
+                                             "not finite"):
+            worker.op_backward(0, np.frombuffer(layer.to_bytes(), np.uint8), dy=big)
     finally:
         worker.close()

@@ -7,7 +7,8 @@ from amaranth.sim import Simulator
 
 from wse.fabric import numerics
 from wse.rtl.mac import Mac
-from wse.rtl.numfmt import FixedPoint
+from wse.rtl.numfmt import BFloat16, FixedPoint
+from wse.tb.mac_tests import expected, operations
 
 
 def run_mac(fmt, ops):
@@ -62,8 +63,38 @@ def test_mac_matches_golden_with_zeros_and_saturation(fmt):
           f"{int(want_over.sum())} saturated")
 
 
-def test_format_must_be_fixed_point():
-    with pytest.raises(TypeError, match="^Number format must be a FixedPoint, not 'int16'$"):
+@pytest.mark.parametrize("fmt", [FixedPoint(), BFloat16()], ids=repr)
+def test_mac_random_operations_match_golden(fmt):
+    """The operations of the cocotb test (tb/mac_tests.py): bf16 over every exponent, with
+    specials, cancellations and ±0 (a skipped operation leaves even a -0 accumulator as it
+    was, and never overflows, even for 0 x inf)."""
+    a, b, acc = operations(fmt, np.random.default_rng(5), 600)
+    out, sticky = run_mac(fmt, list(zip(a, b, acc)))
+    want, skipped, want_over = expected(fmt, a, b, acc)
+    assert [o[0] for o in out] == list(want)
+    assert [bool(o[1]) for o in out] == list(skipped)
+    assert [bool(o[2]) for o in out] == list(want_over)
+    assert sticky == int(want_over.any())
+    print(f"MAC {fmt}: {len(a)} operations, {int(skipped.sum())} skipped, "
+          f"{int(want_over.sum())} overflowed")
+
+
+def test_bf16_skip_keeps_the_accumulator():
+    """A ±0 operand: the sum is ``acc`` itself, ``-0`` and ``inf`` included (IEEE would give
+    ``+0`` for ``-0 + +0`` and NaN for ``0 x inf``), and no overflow."""
+    fmt = BFloat16()
+    ops = [(0x0000, 0x3F80, 0x8000_0000), (0x8000, 0x7F80, 0x3F80_0000),
+           (0x7F80, 0x0000, 0x7F7F_FFFF), (0x8000, 0x8000, 0x8000_0000),
+           (0x7FC0, 0x8000, 0x0000_0001), (0x3F80, 0x3F80, 0x8000_0000)]
+    out, sticky = run_mac(fmt, ops)
+    assert out == [(0x8000_0000, 1, 0), (0x3F80_0000, 1, 0), (0x7F7F_FFFF, 1, 0),
+                   (0x8000_0000, 1, 0), (0x0000_0001, 1, 0), (0x3F80_0000, 0, 0)]
+    assert sticky == 0
+
+
+def test_format_must_be_a_number_format():
+    with pytest.raises(TypeError, match="^Number format must be a FixedPoint or a BFloat16, "
+                                        "not 'int16'$"):
         Mac("int16")
 
 

@@ -1,14 +1,17 @@
 """MemoryX: tiers, sparsity induction, streaming, masked updates, atomic checkpoints."""
 
 import json
+import math
 import zipfile
 
 import numpy as np
 import pytest
 
+from wse.fabric import numerics
 from wse.host import checkpoint
 from wse.host.layer_stream import LayerStream, quantise
 from wse.host.memoryx import CheckpointError, LayerSpec, MemoryX
+from wse.host.numbers import LIMBS, exact, exact_sum
 from wse.host.optim import SGD, Adam
 from wse.host.sparsity import SparsitySchedule, magnitude_mask, random_mask, reselect
 from wse.host.tiers import TieredStore
@@ -163,6 +166,49 @@ def test_memoryx_turns_fixed_point_sums_into_gradients():
                       loss_scale=16, batch=24)
     with pytest.raises(ValueError, match="batch must be a positive integer, not 0"):
         a.update_sums(sums, loss_scale=16, batch=0)
+
+
+def test_a_bf16_stream_carries_bit_patterns_and_skips_zeros():
+    """bf16: ``uint16`` bit patterns of the masters rounded to nearest even; a masked weight
+    that is ``±0`` (or rounds to it) is streamed as ``+0`` and skipped like any zero."""
+    mx = _store(fmt="bf16")
+    _train(mx, 5)
+    g = mx.store.get("fc0")
+    mask = g["mask"]
+    live = np.argwhere(mask)
+    g["W"][tuple(live[0])], g["W"][tuple(live[1])] = -0.0, -1e-45
+    mx._streams.clear()
+    s = mx.stream("fc0")
+    assert s.values.dtype == np.uint16 and s.bias.dtype == np.uint16
+    want = numerics.from_float32(g["W"], operand=True)
+    assert np.array_equal(s.dense(), np.where(mask & (want & 0x7FFF != 0), want, 0))
+    assert s.nnz == np.count_nonzero(mask) - 2 and s.weights().values.size == s.nnz
+    assert np.array_equal(s.bias, numerics.from_float32(g["b"], operand=True))
+    assert LayerStream.from_bytes(s.to_bytes()).values.dtype == np.uint16
+
+
+def test_memoryx_turns_bf16_exact_sums_into_gradients():
+    """bf16: the exact sums, rounded once to float64 and divided by the loss scale and the
+    batch, are the step ``update`` takes of those float gradients."""
+    a, b = _store(fmt="bf16"), _store(fmt="bf16")
+    _train(a, 2)
+    _train(b, 2)
+    rng = np.random.default_rng(4)
+    sums, grads = {}, {}
+    for spec in a.layers:
+        n = np.count_nonzero(a.store.get(spec.name)["mask"])
+        parts = [numerics.from_float32(rng.normal(0, 100, (size, 7)).astype(np.float32))
+                 for size in (n, spec.n_out)]
+        sums[spec.name] = tuple(exact_sum(p, axis=1) for p in parts)
+        grads[spec.name] = tuple(np.array([math.fsum(row) for row in numerics.as_float32(p)
+                                           .astype(np.float64)]) / (16 * 24) for p in parts)
+    a.update_sums(sums, loss_scale=16, batch=24)
+    b.update(grads)         # math.fsum: the sum correctly rounded, as exact_float rounds it
+    assert a.digest() == b.digest()
+    with pytest.raises(ValueError, match=f"fc0: dW must be exact sums of {LIMBS} digits"):
+        a.update_sums({n: (dW[:, 0], db) for n, (dW, db) in sums.items()}, loss_scale=16,
+                      batch=24)
+    assert exact(numerics.from_float32(np.ones(3, np.float32))).shape == (3, LIMBS)
 
 
 def test_quantise_rounds_half_to_even_and_saturates():

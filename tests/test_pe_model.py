@@ -341,11 +341,10 @@ def test_foreign_colors_are_dropped_and_switch_commands_are_no_ops():
     ({"n_out": 4097}, r"n_out must be an integer in 1\.\.4096, not 4097"),
     ({"lanes": 3}, r"lanes must be a power of two dividing n_tok \(8\), not 3"),
     ({"lanes": 16}, r"lanes must be a power of two dividing n_tok \(8\), not 16"),
-    ({"fmt": FixedPoint(acc_width=48)}, r"fmt must be a FixedPoint with width <= 16 and "
-                                        r"acc_width <= 32, not FixedPoint\(width=16, "
+    ({"fmt": FixedPoint(acc_width=48)}, r"fmt must be a BFloat16, or a FixedPoint with width "
+                                        r"<= 16 and acc_width <= 32, not FixedPoint\(width=16, "
                                         r"frac_bits=8, acc_width=48\)"),
-    ({"fmt": "int16"}, r"fmt must be a FixedPoint with width <= 16 and acc_width <= 32, "
-                       r"not 'int16'"),
+    ({"fmt": "fp8"}, r"number format must be one of int16, bf16, not 'fp8'"),
     ({"rows": 0}, r"rows must be a positive integer, not 0"),
     ({"row": 3, "rows": 3}, r"row must be an integer in 0\.\.2, not 3"),
     ({"colors": (8, 9)}, r"colors must be a CoreColors, not \(8, 9\)"),

@@ -1,11 +1,15 @@
 """SwarmX: the tree, exact reduction, bytes per link, and the transports agreeing."""
 
+import math
+
 import numpy as np
 import pytest
 
+from wse.fabric import numerics
 from wse.fabric.config import MeshConfig
 from wse.host.layer_stream import LayerStream
 from wse.host.messages import decode, encode
+from wse.host.numbers import exact, exact_float, exact_sum, normalise
 from wse.host.swarmx import SwarmError, SwarmX, Tree, check_ray_version, ray_init_kwargs
 from wse.rtl.numfmt import FixedPoint
 
@@ -24,6 +28,20 @@ def test_reduce_is_the_exact_sum(n, k):
     rng = np.random.default_rng(n)
     parts = [{"g": rng.integers(-2**40, 2**40, 50)} for _ in range(n)]
     assert np.array_equal(Tree(n, k).reduce(parts)["g"], sum(p["g"] for p in parts))
+
+
+@pytest.mark.parametrize("n, k", [(2, 2), (5, 2), (7, 3)])
+def test_reduce_of_bf16_exact_sums_does_not_depend_on_the_tree(n, k):
+    """bf16: each system sends its binary32 totals as exact sums; the tree adds them exactly, so
+    the root's sum is the sum of the systems' values, whatever the fan-out."""
+    rng = np.random.default_rng(n)
+    values = (rng.normal(size=(n, 50)) * 2.0 ** rng.integers(-100, 100, (n, 50)))
+    bits = numerics.from_float32(values.astype(np.float32))
+    parts = [{"dW": exact(b)} for b in bits]
+    total = normalise(Tree(n, k).reduce(parts)["dW"])
+    assert np.array_equal(total, exact_sum(bits.T, axis=1))
+    assert np.array_equal(total, normalise(Tree(n, k + 1).reduce(parts[::-1])["dW"]))
+    assert exact_float(total).tolist() == [math.fsum(c) for c in values.astype(np.float32).T]
 
 
 @pytest.mark.parametrize("make, message", [

@@ -178,6 +178,7 @@ def test_the_report_names_the_gradients_source_and_every_passs_figures(reference
     assert all(dense[k] >= by_pass[k] > 0 for k in by_pass)
     assert reference["speedup_by_pass"]["gradient"] == dense["gradient"] / by_pass["gradient"]
     assert reference["checked_results"] == 0 and reference["mismatches"] == 0
+    assert reference["format"] == reference["settings"]["format"] == "int16"
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -191,6 +192,7 @@ def test_the_report_names_the_gradients_source_and_every_passs_figures(reference
     ({"steps": 0}, "steps must be a positive integer, not 0"),
     ({"sparsity": 1.0}, "sparsity must be a finite number at least 0.0 and below 1.0, not 1.0"),
     ({"memory_bytes": -5}, "memory_bytes must be a non-negative integer, not -5"),
+    ({"format": "fp8"}, "format must be one of int16, bf16, not 'fp8'"),
 ])
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(ValueError) as info:

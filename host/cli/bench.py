@@ -10,7 +10,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .options import MESH_OPTION, MODEL_BACKENDS, SIMULATORS, Number, console, make_directory
+from .options import (
+    FORMAT_OPTION,
+    MESH_OPTION,
+    MODEL_BACKENDS,
+    SIMULATORS,
+    Number,
+    console,
+    make_directory,
+)
 
 __all__ = ["bench"]
 
@@ -47,21 +55,23 @@ def bench_router(simulator, fuzz, seed, as_json):
               help="Local tokens per core (a power of two).")
 @click.option("--weights", type=click.IntRange(min=2), default=400, show_default=True,
               help="Weights streamed per measurement point.")
+@FORMAT_OPTION
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
+def bench_pe(simulator, lanes, tokens, weights, fmt, seed, as_json):
     """Cycles per weight against activation density, zero-weight and CR cost, in RTL."""
     from wse.bench.pe import bench_pe as measure
     from wse.rtl.core_params import CoreParams
 
     try:
-        CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes)
+        CoreParams(n_feat=16, n_tok=tokens, n_out=8, lanes=lanes, fmt=fmt)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
-    with console.status(f"PE bench on {simulator}: {lanes} lanes, {tokens} tokens"):
+    with console.status(f"PE bench on {simulator}: {lanes} lanes, {tokens} tokens, "
+                        f"{fmt.name}"):
         try:
             figures = measure(sim=simulator, lanes=lanes, tokens=tokens, weights=weights,
-                              seed=seed)
+                              seed=seed, fmt=fmt)
         except RuntimeError as error:
             raise click.ClickException(str(error)) from error
     _print_figures(figures, f"PE on {simulator}", as_json)
@@ -77,6 +87,7 @@ def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
 @click.option("--act-sparsity", type=Number(0, 1), default=0.0, show_default=True,
               help="Fraction of zero activations in X.")
 @click.option("--backend", type=MODEL_BACKENDS, default="verilator", show_default=True)
+@FORMAT_OPTION
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (nothing else).")
 @click.option("--sweep", is_flag=True,
@@ -85,8 +96,8 @@ def bench_pe(simulator, lanes, tokens, weights, seed, as_json):
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("bench/results"), show_default=True, metavar="DIR",
               help="Where --sweep writes its plot and figures (created before the sweep).")
-def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, backend, seed,
-               as_json, sweep, out_dir):
+def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, backend, fmt,
+               seed, as_json, sweep, out_dir):
     """A magnitude-pruned GEMM against its dense original: cycles, speedup, utilisation, what
     limits it; every result checked bit for bit against the reference."""
     from wse.bench import gemm as gemm_bench
@@ -95,7 +106,7 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
     shape = {"out_features": out_features, "in_features": in_features, "tokens": tokens}
     sparsities = gemm_bench.SWEEP_SPARSITIES if sweep else (sparsity,)
     try:
-        gemm_config(mesh, out_features, in_features, tokens)
+        gemm_config(mesh, out_features, in_features, tokens, fmt=fmt)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--mesh / the shape") from error
     if sweep:
@@ -103,8 +114,8 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
     with console.status(f"GEMM bench on {backend}") as status:
         try:
             points = gemm_bench.sweep_gemm(sparsities, mesh=mesh, act_sparsity=act_sparsity,
-                                           backend=backend, seed=seed, progress=status.update,
-                                           **shape)
+                                           backend=backend, seed=seed, fmt=fmt,
+                                           progress=status.update, **shape)
         except (RuntimeError, ValueError) as error:   # SimulationError is a RuntimeError
             raise click.ClickException(str(error)) from error
     if not sweep:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .options import BOARDS, Number, RegistryChoice, make_directory, mesh_shape
+from .options import BOARDS, FORMAT_OPTION, Number, RegistryChoice, make_directory, mesh_shape
 
 __all__ = ["build"]
 
@@ -43,7 +43,9 @@ def _table(result):
     table = Table(box=box.SIMPLE, show_header=False)
     table.add_column(style="bold")
     table.add_column()
+    fmt = result["config"].get("fmt", {})
     core = ", ".join(f"{k}={v}" for k, v in result["config"].items() if k != "fmt" and v != "")
+    core += ", bf16" if fmt.get("name") == "bf16" else ", int16"
     rows = [
         ("board", f"{result['board']} ({result['device']})"),
         ("mesh", f"{result['mesh']} ({core}; tile module "
@@ -123,14 +125,19 @@ def _part_table(result):
 @click.option("--timeout", type=Number(min=0, min_open=True), default=None,
               envvar="WSE_BUILD_TIMEOUT",
               help="Give up after this many seconds [default: no limit; env WSE_BUILD_TIMEOUT].")
+@FORMAT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def build(board_name, part, device, mesh, out, clock_mhz, flatten, seed, seeds, timeout,
+def build(board_name, part, device, mesh, out, clock_mhz, flatten, seed, seeds, timeout, fmt,
           as_json):
     """Build the bitstream of a mesh behind its serial bridge for a --board and report its cost:
     LUTs, FFs, block RAMs, DSPs, fmax against the target clock. Or build one --part alone for a
     --device, out of context at 100 MHz once per seed, and report LUT4, LUT RAM, FFs, block
     RAMs, DSPs and fmax over the seeds (docs/fpga.md)."""
     _check_choice(board_name, part, device, mesh, clock_mhz, flatten, seed, seeds)
+    if part == "router" and fmt.name == "bf16":
+        raise click.UsageError("--format applies to the tile and to boards; the router carries "
+                               "wavelets whatever the format")
+    overrides = {} if part == "router" else {"fmt": fmt}
     from wse.fpga.build import BuildError
     from wse.fpga.build import build as run_build
     from wse.fpga.parts import DEFAULT_SEEDS, build_part
@@ -139,12 +146,13 @@ def build(board_name, part, device, mesh, out, clock_mhz, flatten, seed, seeds, 
     try:
         if part is not None:
             result = build_part(part, device, seeds=seeds or DEFAULT_SEEDS, out=out, mesh=mesh,
-                                timeout=timeout)
+                                timeout=timeout, params=overrides)
         else:
             result = run_build(board_name, mesh, out=out, seed=1 if seed is None else seed,
                                timeout=timeout,
                                keep_tiles=None if flatten is None else not flatten,
-                               clk_hz=None if clock_mhz is None else clock_mhz * 1e6)
+                               clk_hz=None if clock_mhz is None else clock_mhz * 1e6,
+                               **overrides)
     except (BuildError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     if as_json:

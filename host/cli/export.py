@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .options import console, mesh_shape, output_file
+from .options import FORMAT_OPTION, console, mesh_shape, output_file
 
 __all__ = ["export"]
 
@@ -59,12 +59,13 @@ def _verilog_path(ctx, param, value):
 @click.option("--mesh", default=None, metavar="RxC", callback=mesh_shape,
               help="Write the mesh of RxC tiles as module wse_mesh (AXI4-Stream ports).")
 @_core_options
+@FORMAT_OPTION
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("mesh.v"), show_default=True, callback=_verilog_path,
               help="Where --mesh writes the Verilog; <stem>.vlt (Verilator lint waivers) and "
                    "<stem>.core (FuseSoC core) go beside it.")
 @click.pass_context
-def export(ctx, mesh, output, **core):
+def export(ctx, mesh, output, fmt, **core):
     """Write Verilog (through the Yosys in sim/toolchain.env): the mesh with --mesh RxC, or a
     block by subcommand.
 
@@ -74,9 +75,10 @@ def export(ctx, mesh, output, **core):
     """
     core = {name: value for name, value in core.items() if value is not None}
     if ctx.invoked_subcommand is not None:
-        given = ctx.get_parameter_source("output") is not click.core.ParameterSource.DEFAULT
+        given = [name for name in ("output", "fmt")
+                 if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
         if mesh is not None or given or core:
-            raise click.UsageError(f"--mesh, -o and the core options before "
+            raise click.UsageError(f"--mesh, -o, --format and the core options before "
                                    f"{ctx.invoked_subcommand!r} are for the mesh; give "
                                    f"{ctx.invoked_subcommand}'s own options after it")
         return
@@ -85,7 +87,7 @@ def export(ctx, mesh, output, **core):
                                "subcommand (wse export router)")
     from wse.sim.export_mesh import export_mesh
 
-    config = _mesh_config(ctx, mesh, core)
+    config = _mesh_config(ctx, mesh, {**core, "fmt": fmt})
     with console.status(f"exporting a {mesh[0]}x{mesh[1]} mesh and linting it"):
         written = export_mesh(config, output)
     _print_mesh(written)

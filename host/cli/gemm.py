@@ -17,7 +17,16 @@ from rich.table import Table
 
 from wse.host.npyio import ArrayFileError, load_npy
 
-from .options import BACKENDS, BOARD_BACKEND, BOARDS, MESH_OPTION, Number, console, output_file
+from .options import (
+    BACKENDS,
+    BOARD_BACKEND,
+    BOARDS,
+    FORMAT_OPTION,
+    MESH_OPTION,
+    Number,
+    console,
+    output_file,
+)
 
 __all__ = ["gemm"]
 
@@ -34,8 +43,10 @@ __all__ = ["gemm"]
 @MESH_OPTION
 @click.option("--backend", type=BACKENDS, default="golden",
               show_default=True, help="What runs the mesh: a model, a simulator, or a board.")
+@FORMAT_OPTION
 @click.option("--raw", is_flag=True,
-              help="Save the int32 totals instead of Y requantised to int16.")
+              help="Save the 32-bit totals (int32, or float32 in bf16) instead of Y requantised "
+                   "to the operand format.")
 @click.option("--no-balance", is_flag=True,
               help="Input features to rows by index (i % rows), not balanced by nonzeros.")
 @click.option("--board", "board_name", type=BOARDS,
@@ -51,10 +62,13 @@ __all__ = ["gemm"]
               callback=output_file(".fst", "the waveform"), default=None, metavar="FILE.fst",
               help="A simulated RTL backend: record the whole run's waveform (FST) there.")
 @click.pass_context
-def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name, port, baud,
-         timeout, waves):
-    """Y = W @ X on the mesh: W (out x in) and X (in x tokens) integer arrays in the int16
-    range. Saves Y, prints the compute-phase cycles and the counters."""
+def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board_name, port,
+         baud, timeout, waves):
+    """Y = W @ X on the mesh: W (out x in) and X (in x tokens), integer arrays in the int16
+    range, or with --format bf16 any numbers (rounded to bf16, with a warning when they are not
+    exactly representable). Saves Y (int16, or float32 holding bf16 values; --raw: the int32 or
+    float32 totals), prints the compute-phase cycles and the counters."""
+    from wse.fabric import numerics
     from wse.fabric.compiler import compile_gemm
     from wse.fabric.config import gemm_config
     from wse.rtl.core_params import COUNTERS
@@ -67,10 +81,19 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
         if given:
             raise click.UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} "
                                    f"for --backend {BOARD_BACKEND}, not {backend}")
-    W, X = _load_matrix(w_path, "W"), _load_matrix(x_path, "X")
+    floats = fmt.name == "bf16"
+    W, X = _load_matrix(w_path, "W", floats), _load_matrix(x_path, "X", floats)
     if W.shape[1] != X.shape[0]:
         raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
                                f"must have {W.shape[1]} rows (in features), not {X.shape[0]}")
+    if floats:
+        for name, values in (("W", W), ("X", X)):
+            _, inexact = numerics.encode(fmt, values, name)
+            if inexact:
+                console.print(f"{name}: {inexact} of {values.size} values are not exactly "
+                              f"representable in bf16; rounded to nearest even", style="yellow",
+                              markup=False, highlight=False, soft_wrap=True)
+        W, X = numerics.encode(fmt, W, "W")[0], numerics.encode(fmt, X, "X")[0]
     options = {}
     if waves is not None:
         from wse.runtime import RTL_SIMULATED
@@ -90,11 +113,14 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
             config = mesh_config(target, *(mesh if given else target.default_mesh))
         except ValueError as error:
             raise click.ClickException(f"{board_name}: {error}") from None
+        if config.fmt != fmt:
+            raise click.UsageError(f"{board_name}'s bitstream computes in "
+                                   f"{config.fmt.name}, not {fmt.name} (--format)")
         mesh = config.shape
         options = {"port": port, "baud": baud or target.baud, "timeout": timeout}
     else:
         try:
-            config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw)
+            config = gemm_config(mesh, W.shape[0], W.shape[1], X.shape[1], raw=raw, fmt=fmt)
         except ValueError as error:
             raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x"
                                        f"{X.shape[1]} GEMM does not fit a {mesh[0]}x{mesh[1]} "
@@ -118,14 +144,18 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, raw, no_balance, board_name
     if result.error:
         raise click.ClickException("the mesh reported an error (a dropped wavelet or a bad "
                                    "command); Y was not saved")
-    y = result.y.astype(np.int32 if raw else np.int16)
+    if floats:
+        y = numerics.decode(fmt, result.y, raw=raw)
+    else:
+        y = result.y.astype(np.int32 if raw else np.int16)
     _save_npy(output, y)
     console.print(f"saved {output}: {y.shape[0]}x{y.shape[1]} {y.dtype}"
                   f"{' (raw totals)' if raw else ''}", markup=False, highlight=False)
     if waves is not None:
         console.print(f"waveform: {waves}", markup=False, highlight=False)
     if result.overflow:
-        console.print("[yellow]overflow: some accumulation or requantisation saturated")
+        console.print("[yellow]overflow: some accumulation or requantisation "
+                      + ("reached inf or NaN" if floats else "saturated"))
     ideal = result.program.ideal_cycles(X)
     if result.cycles is None:
         click.echo(f"golden model: no cycle count (ideal {ideal} cycles)")
@@ -157,8 +187,9 @@ def _save_npy(path, array):
             from None
 
 
-def _load_matrix(path, name):
-    """A 2-D integer array from a ``.npy`` file, or a ``click.BadParameter`` saying why not."""
+def _load_matrix(path, name, floats=False):
+    """A 2-D integer array (``floats``: of any real numbers) from a ``.npy`` file, or a
+    ``click.BadParameter`` saying why not."""
     def bad(message):
         return click.BadParameter(message, param_hint=f"{name}.npy")
 
@@ -168,6 +199,7 @@ def _load_matrix(path, name):
         raise bad(str(error)) from None
     if a.ndim != 2:
         raise bad(f"{path}: {name} must be a 2-D array, not one of shape {a.shape}")
-    if a.dtype.kind not in "iu":
-        raise bad(f"{path}: {name} must hold integers, not {a.dtype} values")
+    if a.dtype.kind not in ("iuf" if floats else "iu"):
+        raise bad(f"{path}: {name} must hold {'real numbers' if floats else 'integers'}, not "
+                  f"{a.dtype} values")
     return a

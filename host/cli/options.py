@@ -15,8 +15,8 @@ from rich.console import Console
 
 from wse.rtl import validate
 
-__all__ = ["BACKENDS", "BOARD_BACKEND", "BOARDS", "MESH_OPTION", "MODEL_BACKENDS", "Number",
-           "RegistryChoice", "SIMULATORS", "console", "make_directory", "mesh_shape",
+__all__ = ["BACKENDS", "BOARD_BACKEND", "BOARDS", "FORMAT_OPTION", "MESH_OPTION", "MODEL_BACKENDS",
+           "Number", "RegistryChoice", "SIMULATORS", "console", "make_directory", "mesh_shape",
            "output_file"]
 
 #: The backend that runs a mesh on a board over its serial bridge: it needs ``--board`` and
@@ -130,3 +130,19 @@ def mesh_shape(ctx, param, value):
 
 MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="RxC",
                            callback=mesh_shape, help="Rows x columns of tiles.")
+
+
+def _format(ctx, param, value):
+    """Click callback: ``--format NAME`` -> the number format object."""
+    from wse.rtl.numfmt import number_format
+
+    return None if value is None else number_format(value)
+
+
+#: ``--format``: the datapath's number format (:data:`wse.rtl.numfmt.FORMATS`), given to the
+#: command as ``fmt``, a format object.
+FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["int16", "bf16"]),
+                             default="int16", show_default=True, callback=_format,
+                             help="Number format of the datapath: int16 fixed point (8 fraction "
+                                  "bits, 32-bit accumulators) or bf16 operands with binary32 "
+                                  "accumulation (docs/numerics.md).")

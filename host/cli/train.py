@@ -19,7 +19,15 @@ from rich.table import Table
 from wse.host.train import TrainSettings
 from wse.rtl import validate
 
-from .options import MODEL_BACKENDS, Number, RegistryChoice, console, make_directory, mesh_shape
+from .options import (
+    FORMAT_OPTION,
+    MODEL_BACKENDS,
+    Number,
+    RegistryChoice,
+    console,
+    make_directory,
+    mesh_shape,
+)
 
 #: The options' defaults are the settings' own (one place to change them).
 DEFAULT = TrainSettings()
@@ -64,6 +72,7 @@ def _widths(ctx, param, value):
               help="A Ray cluster to join (--swarm ray); a local Ray is started otherwise.")
 @click.option("--backend", type=MODEL_BACKENDS, default=DEFAULT.backend, show_default=True,
               help="What runs each mesh.")
+@FORMAT_OPTION
 @click.option("--hidden", default=",".join(map(str, DEFAULT.hidden)), show_default=True,
               callback=_widths, metavar="W[,W...]", help="Hidden layer widths (64-...-10).")
 @click.option("--sparsity", type=Number(0, 1, max_open=True), default=DEFAULT.sparsity,
@@ -94,11 +103,12 @@ def _widths(ctx, param, value):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--check-golden", is_flag=True,
               help="Compare every mesh result with the golden model, bit for bit.")
-def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prune, epochs,
+def train(mesh, systems, fanout, swarm, address, backend, fmt, hidden, sparsity, prune, epochs,
           steps, batch, optimizer, lr, seed, memory_bytes, resume_path, out_dir,
           checkpoint_every, as_json, check_golden):
     """Train a 64-64-10 ReLU network on scikit-learn's digits by weight streaming: MemoryX
     streams each layer, SwarmX broadcasts it to the systems and sums their gradients."""
+    from wse.host.numbers import format_name
     from wse.host.train import Trainer
 
     if address is not None and swarm != "ray":
@@ -115,7 +125,8 @@ def train(mesh, systems, fanout, swarm, address, backend, hidden, sparsity, prun
                       markup=False, highlight=False)
     try:
         settings = TrainSettings(mesh=mesh, systems=systems, fanout=fanout, swarm=swarm,
-                                 address=address, backend=backend, hidden=hidden,
+                                 address=address, backend=backend,
+                                 format=format_name(fmt), hidden=hidden,
                                  sparsity=sparsity, prune=prune, epochs=epochs, steps=steps,
                                  batch=batch, optimizer=optimizer, lr=lr, seed=seed,
                                  memory_bytes=memory_bytes, check_golden=check_golden)
@@ -201,8 +212,9 @@ def _summary(report):
                         f"{report['mesh']} {report['backend']} ({report['swarm']})")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    rows = {k: report[k] for k in ("test_accuracy", "weight_sparsity", "steps", "final_loss",
-                                   "mesh_cycles", "dense_cycles", "speedup_vs_dense")}
+    rows = {k: report[k] for k in ("format", "test_accuracy", "weight_sparsity", "steps",
+                                   "final_loss", "mesh_cycles", "dense_cycles",
+                                   "speedup_vs_dense")}
     for name in report["cycles_by_pass"]:
         speedup = report["speedup_by_pass"][name]
         rows[f"{name} pass"] = (f"{report['cycles_by_pass'][name]} cycles (dense "
