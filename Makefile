@@ -58,6 +58,8 @@ ifneq ($(RUN),0)
 	    | $(call save,train_rtl.json)
 	wse train --backend verilator --json | $(call save,train_rtl_full.json)
 	wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --mesh 16x16 --json | $(call save,sim.json)
+	wse train --format bf16 --json | $(call save,train_bf16.json)
+	wse train --format bf16 --systems 2 --json | $(call save,train_bf16_systems2.json)
 	wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json \
 	    | $(call save,train_capacity.json)
 	rm -rf build/results/train

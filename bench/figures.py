@@ -16,6 +16,8 @@ SOURCES = {
     "gemm_sweep": "wse bench gemm --sweep",
     "gemm_bf16": "wse bench gemm --format bf16 --json",
     "train": "wse train --out DIR (DIR/report.json)",
+    "train_bf16": "wse train --format bf16 --json",
+    "train_bf16_systems2": "wse train --format bf16 --systems 2 --json",
     "train_steps3": "wse train --steps 3 --json",
     "train_rtl": "wse train --backend verilator --steps 3 --check-golden --json",
     "train_rtl_full": "wse train --backend verilator --json",
@@ -276,11 +278,28 @@ def _train_table(r):
     return _table(("figure", "value"), [(fill(label), fill(value)) for label, value in _TRAIN_ROWS])
 
 
+def _train_formats_table(r):
+    rows = []
+    for label, name in (("int16, 1 system", "train"), ("bf16, 1 system", "train_bf16"),
+                        ("bf16, 2 systems", "train_bf16_systems2")):
+        run = r[name]
+        passes = run["speedup_by_pass"]
+        rows.append((label, f"**{run['test_accuracy']:.3f}**", f"`{run['weights_digest'][:12]}`",
+                     f"{run['mesh_cycles']:,}",
+                     ", ".join(f"{passes[p]:.2f}x" for p in ("forward", "delta", "gradient")),
+                     f"{run['mesh_overflows']}, {run['gradient_overflows']}",
+                     _mb(run["swarmx"]["reduce_bytes_per_link"]), f"{run['seconds']:.1f} s"))
+    return _table(("run", "test accuracy", "weights digest", "mesh cycles",
+                   "speedup vs dense: forward, delta, gradient", "overflows (mesh, gradient)",
+                   "gradients up a link", "wall time"), rows)
+
+
 #: ``name: function of the Results returning the block's lines``; ``json:FILE`` is built in.
 BLOCKS = {
     "router_queues.table": _router_queues_table,
     "gemm_sweep.table": _gemm_sweep_table,
     "train.table": _train_table,
+    "train_formats.table": _train_formats_table,
     "sim.table": _sim_table,
 }
 

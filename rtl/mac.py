@@ -90,13 +90,13 @@ class Mac(wiring.Component):
             self.s1_valid.eq(self.valid),
             self.skip.eq(self.valid & s0_skip),
         ]
-        product = fmt.multiply(self.a, self.b)
+        product = fmt.multiply(self.a, self.b, m=m)
         if isinstance(fmt, BFloat16):
             product = Mux(s0_skip, NEG_ZERO32, product)     # acc + -0 is acc, even -0
         with m.If(self.valid):
             m.d.sync += s1_product.eq(product)
 
-        total, saturated = fmt.accumulate(self.acc, s1_product)
+        total, saturated = fmt.accumulate(self.acc, s1_product, m=m)
         m.d.comb += [self.sum.eq(total), self.overflow.eq(self.s1_valid & saturated)]
 
         with m.If(self.clear):

@@ -148,16 +148,17 @@ class FixedPoint:
     def is_zero(self, value):
         return value == 0
 
-    def multiply(self, a, b):
-        """The exact product, ``product_shape``."""
+    def multiply(self, a, b, *, m=None):
+        """The exact product, ``product_shape``. (``m``, the module, is the float format's: a
+        fixed-point operation is one expression.)"""
         return (a * b).as_signed()[:2 * self.width].as_signed()
 
-    def accumulate(self, acc, product):
+    def accumulate(self, acc, product, *, m=None):
         """``(sum, overflow)``: ``acc + product`` saturated (:func:`saturate`); ``sum`` has
         exactly ``acc_shape`` (so it chains into another ``accumulate`` or a ``requantise``)."""
         return saturate(acc.as_signed() + product.as_signed(), self.acc_width)
 
-    def requantise(self, acc):
+    def requantise(self, acc, *, m=None):
         """``(operand, overflow)``: ``acc`` shifted right by ``frac_bits`` (round half to even),
         saturated to ``operand_shape`` (:func:`saturate`)."""
         acc = acc.as_signed()

@@ -136,15 +136,16 @@ class PsumEngine(wiring.Component):
         from_n = fmt.acc_from_bits(self.psum_n.payload)
         from_s = fmt.acc_from_bits(self.psum_s.payload)
         # the first sum through a signal of its own: one adder feeding the next, not its whole
-        # expression copied into each use (what Amaranth's simulator would compile)
+        # expression copied into each use (what Amaranth's back ends would make of it)
         s1, over1 = Signal(fmt.acc_shape), Signal()
-        m.d.comb += Cat(s1, over1).eq(Cat(*fmt.accumulate(acc.data, Mux(need_n, from_n, 0))))
-        s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0))
+        m.d.comb += Cat(s1, over1).eq(Cat(*fmt.accumulate(acc.data, Mux(need_n, from_n, 0),
+                                                          m=m)))
+        s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0), m=m)
         # The owner's sum is requantised into Y a cycle after its add (a register stage off the
         # adders' path; a READ waits for the engine to be idle, which it is by then).
         y_pending, y_sum = Signal(), Signal(fmt.acc_shape)
         y_address = Signal.like(self.y_address)
-        result, over_q = fmt.requantise(y_sum)
+        result, over_q = fmt.requantise(y_sum, m=m)
         inputs_ready = (~need_n | self.psum_n.valid) & (~need_s | self.psum_s.valid)
         fire = Signal()
 
