@@ -50,6 +50,7 @@ results:  ## run the benchmarks into bench/results/*.json (RUN=0: skip), then `m
 ifneq ($(RUN),0)
 	wse bench router --json | $(call save,router.json)
 	wse bench pe --json | $(call save,pe.json)
+	wse bench pe --format bf16 --json | $(call save,pe_bf16.json)
 	$(PYTHON) -m wse.bench.router_queues --json | $(call save,router_queues.json)
 	wse bench gemm --sweep --out $(RESULTS)
 	wse bench gemm --format bf16 --json | $(call save,gemm_bf16.json)
@@ -58,6 +59,9 @@ ifneq ($(RUN),0)
 	    | $(call save,train_rtl.json)
 	wse train --backend verilator --json | $(call save,train_rtl_full.json)
 	wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --mesh 16x16 --json | $(call save,sim.json)
+	wse train --format bf16 --steps 3 --json | $(call save,train_steps3_bf16.json)
+	wse train --backend verilator --format bf16 --steps 3 --check-golden --json \
+	    | $(call save,train_rtl_bf16.json)
 	wse train --format bf16 --json | $(call save,train_bf16.json)
 	wse train --format bf16 --systems 2 --json | $(call save,train_bf16_systems2.json)
 	wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json \

@@ -12,6 +12,7 @@ __all__ = ["BLOCKS", "BLOCK_FIGURES", "FIGURES", "SOURCES", "RenderError", "form
 SOURCES = {
     "router": "wse bench router --json",
     "pe": "wse bench pe --json",
+    "pe_bf16": "wse bench pe --format bf16 --json",
     "router_queues": "python -m wse.bench.router_queues --json",
     "gemm_sweep": "wse bench gemm --sweep",
     "gemm_bf16": "wse bench gemm --format bf16 --json",
@@ -20,6 +21,8 @@ SOURCES = {
     "train_bf16_systems2": "wse train --format bf16 --systems 2 --json",
     "train_steps3": "wse train --steps 3 --json",
     "train_rtl": "wse train --backend verilator --steps 3 --check-golden --json",
+    "train_steps3_bf16": "wse train --format bf16 --steps 3 --json",
+    "train_rtl_bf16": "wse train --backend verilator --format bf16 --steps 3 --check-golden --json",
     "train_rtl_full": "wse train --backend verilator --json",
     "sim": "wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --mesh 16x16 --json",
     "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
@@ -84,6 +87,10 @@ def _g(value):
     return f"{value:.3g}" if value < 10 else f"{value:.0f}"
 
 
+#: The cycle figures of ``wse bench pe`` that do not depend on the number format.
+_PE_CYCLES = ("cycles_per_weight", "zero_weight_cycles", "cr_overhead_cycles",
+              "psum_engine_cycles_per_output", "random_placement")
+
 #: ``name: (function of the Results, format)``; the format is a ``str.format`` template or a
 #: callable. Grouped by the command whose JSON they read.
 FIGURES = {
@@ -114,6 +121,10 @@ FIGURES = {
     "router_queues.simulator": (lambda r: r["router_queues"]["simulator"].capitalize(), "{}"),
     "router_queues.seed": (lambda r: r["router_queues"]["seed"], "{}"),
     # wse bench gemm --sweep
+    "pe_bf16.same": (lambda r: all(r["pe_bf16"][k] == r["pe"][k] for k in _PE_CYCLES),
+                     lambda same: "the same as int16's" if same else "**not** int16's"),
+    "pe_bf16.zero_weight_cycles": (lambda r: r["pe_bf16"]["zero_weight_cycles"], "{:g}"),
+    "pe_bf16.macs_skipped_weight": (lambda r: r["pe_bf16"]["macs_skipped_weight"], "{}"),
     "gemm.simulator": (lambda r: r["gemm_sweep"][0]["backend"].capitalize(), "{}"),
     "gemm.mesh": (lambda r: r["gemm_sweep"][0]["mesh"], "{}"),
     "gemm.shape": (lambda r: r["gemm_sweep"][0]["shape"], "{}"),
@@ -175,6 +186,14 @@ FIGURES = {
                          == r["train_steps3"]["weights_digest"] else "a DIFFERENT digest from",
                          "{}"),
     "train_rtl.seconds": (lambda r: r["train_rtl"]["seconds"], "{:.0f} s"),
+    "train_rtl_bf16.golden_checks": (lambda r: r["train_rtl_bf16"]["checked_results"], "{}"),
+    "train_rtl_bf16.mismatches": (lambda r: r["train_rtl_bf16"]["mismatches"], "{}"),
+    "train_rtl_bf16.mesh_cycles": (lambda r: r["train_rtl_bf16"]["mesh_cycles"], "{:,}"),
+    "train_rtl_bf16.model_cycles": (lambda r: r["train_steps3_bf16"]["mesh_cycles"], "{:,}"),
+    "train_rtl_bf16.digest": (lambda r: "the same digest as"
+                              if r["train_rtl_bf16"]["weights_digest"]
+                              == r["train_steps3_bf16"]["weights_digest"]
+                              else "**a different digest** from", "{}"),
     "train_rtl_full.steps": (lambda r: r["train_rtl_full"]["steps"], "{}"),
     "train_rtl_full.seconds": (lambda r: r["train_rtl_full"]["seconds"], "{:.0f} s"),
     "train_rtl_full.seconds_per_step": (lambda r: r["train_rtl_full"]["seconds_per_step"] * 1e3,
