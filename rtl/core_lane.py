@@ -107,7 +107,8 @@ class AxpyLane(wiring.Component):
     acc : Out(AccPortSignature(params))
         To the lane's accumulators.
     overflow : Out(1)
-        The MAC saturated this cycle.
+        The MAC overflowed this cycle (saturated; in bf16, made a finite accumulator ``±inf``
+        or NaN).
     """
 
     def __init__(self, params, bank=0):

@@ -80,7 +80,8 @@ class PsumEngine(wiring.Component):
     y_write, y_address, y_value : Out
         Write a requantised result into ``Y``, the cycle after its add.
     overflow : Out(1)
-        A sum saturated this cycle, or the requantisation written into ``Y`` now did.
+        A sum overflowed this cycle (saturated; in bf16, became ``±inf`` or NaN from a finite
+        value), or the requantisation written into ``Y`` now did.
     strap : In(core_strap_layout(rows, cols))
         Only with ``straps=True``: the core's colors, row and column (see :class:`~rtl.core.Core`).
     """

@@ -10,7 +10,6 @@ from wse.fabric.config import MeshConfig
 from wse.fabric.mesh_model import gemm_reference
 from wse.rtl.numfmt import BFloat16, FixedPoint
 
-from .cocotb_checks import SIMS
 from .test_bf16 import bf16_operands, reference
 from .test_mesh_cocotb import check_gemm, sessions
 
@@ -22,16 +21,22 @@ MESH_2X3_BF16 = MeshConfig(2, 3, n_feat=16, n_tok=4, n_out=16, fmt=BFloat16())
 GEMMS = [(0.0, (8, 12, 12), 0.0), (0.5, (20, 24, 10), 0.1), (0.9, (32, 32, 12), 0.3),
          (0.99, (32, 32, 12), 0.5)]
 
+#: Icarus takes the two smaller GEMMs in the default suite (the rest of the test, raw, masked,
+#: overflow and memory, in full) and all of them under `make regress`: the suite's time.
+RUNS = [pytest.param("verilator", GEMMS, id="verilator"),
+        pytest.param("icarus", GEMMS[:2], id="icarus"),
+        pytest.param("icarus", GEMMS[2:], marks=pytest.mark.slow, id="icarus-large")]
 
-@pytest.mark.parametrize("sim", SIMS)
-def test_bf16_gemms_over_the_whole_exponent_range(sim, figure):
+
+@pytest.mark.parametrize("sim, gemms", RUNS)
+def test_bf16_gemms_over_the_whole_exponent_range(sim, gemms, figure):
     """Sparsities 0..99 %, ±0 operands, subnormals, extremes, ±inf and NaN, raw binary32 totals,
     zeros streamed, a masked GEMM and X read back: the RTL equals the golden model's bits, and
     the golden model equals ``docs/numerics.md``'s scalar definition."""
     rtl, golden = sessions(MESH_2X3_BF16, sim)
     rng = np.random.default_rng(11)
     with rtl, golden:
-        for sparsity, shape, wild in GEMMS:
+        for sparsity, shape, wild in gemms:
             W = bf16_operands(rng, shape[:2], zeros=sparsity, wild=wild)
             X = bf16_operands(rng, shape[1:], wild=wild)
             got = check_gemm(rtl, golden, W, X, figure)
@@ -51,7 +56,7 @@ def test_bf16_gemms_over_the_whole_exponent_range(sim, figure):
             np.testing.assert_array_equal(system.memcpy_d2h("X", 1, 0, 2, 2, 16), x)
 
 
-@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_bf16_skips_the_zeros_int16_skips_in_the_same_cycles(sim, figure):
     """One zero pattern (``-0`` among the zeros) in both formats on the same mesh shape: the
     same compute cycles and the same counters (the zero-skip does not depend on the format)."""
