@@ -30,3 +30,29 @@ def test_tile_masks_its_own_columns_tokens(sim, figure):
     check(run_tile_tests(sim=sim, module=BENCH_MODULE, testcase="masked", n_tok=32, lanes=2,
                          n_out=4, col=1, cols=3),
           figure, f"{sim} tile masked, column 1 of 3")
+
+
+def test_a_bf16_tile_costs_the_cycles_of_an_int16_tile(tmp_path, figure):
+    """The PE bench (every phase and the counters checked against the golden model) on one tile
+    in each format, bf16 with ``-0`` for every other zero weight: every cycle figure the same,
+    and the zero weights, ``-0`` ones included, skipped."""
+    import json
+
+    from wse.rtl.numfmt import BFloat16, FixedPoint
+
+    figures = {}
+    for fmt in (FixedPoint(), BFloat16()):
+        out = tmp_path / f"{fmt.name}.json"
+        check(run_tile_tests(sim="verilator", module=BENCH_MODULE, testcase="pe_figures",
+                             extra_env={"WSE_BENCH_OUT": str(out)}, lanes=2, n_tok=8,
+                             n_feat=16, n_out=8, weights=60, fmt=fmt),
+              figure, f"verilator tile pe_figures, {fmt.name}")
+        figures[fmt.name] = json.loads(out.read_text())
+    fixed, bf16 = figures["fixed"], figures["bf16"]
+    assert bf16["format"] == "bf16" and bf16["macs_skipped_weight"] > 0
+    for name in ("cycles_per_weight", "busy_cycles_per_weight", "zero_weight_cycles",
+                 "cr_overhead_cycles", "psum_engine_cycles_per_output", "random_placement",
+                 "macs_issued", "macs_skipped_weight", "macs_skipped_act"):
+        assert bf16[name] == fixed[name], name
+    figure(f"tile in bf16: cycles per weight {bf16['cycles_per_weight']}, a zero weight "
+           f"{bf16['zero_weight_cycles']} cycle, as int16")
