@@ -87,6 +87,19 @@ def _g(value):
     return f"{value:.3g}" if value < 10 else f"{value:.0f}"
 
 
+
+def _rtl_run(rtl, golden):
+    """The figures of a checked RTL training run ``rtl`` against the golden run ``golden`` of
+    the same steps: results checked, mismatches, cycles measured and modelled, the digest."""
+    def same_digest(r):
+        same = r[rtl]["weights_digest"] == r[golden]["weights_digest"]
+        return "the same digest as" if same else "a DIFFERENT digest from"
+
+    return {f"{rtl}.golden_checks": (lambda r: r[rtl]["checked_results"], "{}"),
+            f"{rtl}.mismatches": (lambda r: r[rtl]["mismatches"], "{}"),
+            f"{rtl}.mesh_cycles": (lambda r: r[rtl]["mesh_cycles"], "{:,}"),
+            f"{rtl}.model_cycles": (lambda r: r[golden]["mesh_cycles"], "{:,}"),
+            f"{rtl}.digest": (same_digest, "{}")}
 #: The cycle figures of ``wse bench pe`` that do not depend on the number format.
 _PE_CYCLES = ("cycles_per_weight", "zero_weight_cycles", "cr_overhead_cycles",
               "psum_engine_cycles_per_output", "random_placement")
@@ -176,24 +189,11 @@ FIGURES = {
                                     _mb),
     # wse train --backend verilator --steps 3 --check-golden, against the golden run
     "train_rtl.mesh": (lambda r: r["train_rtl"]["mesh"], "{}"),
-    "train_rtl.golden_checks": (lambda r: r["train_rtl"]["checked_results"], "{}"),
-    "train_rtl.mismatches": (lambda r: r["train_rtl"]["mismatches"], "{}"),
-    "train_rtl.mesh_cycles": (lambda r: r["train_rtl"]["mesh_cycles"], "{:,}"),
-    "train_rtl.model_cycles": (lambda r: r["train_steps3"]["mesh_cycles"], "{:,}"),
     "train_rtl.model_error": (lambda r: abs(r["train_steps3"]["mesh_cycles"]
                                             / r["train_rtl"]["mesh_cycles"] - 1), "{:.1%}"),
-    "train_rtl.digest": (lambda r: "the same digest as" if r["train_rtl"]["weights_digest"]
-                         == r["train_steps3"]["weights_digest"] else "a DIFFERENT digest from",
-                         "{}"),
     "train_rtl.seconds": (lambda r: r["train_rtl"]["seconds"], "{:.0f} s"),
-    "train_rtl_bf16.golden_checks": (lambda r: r["train_rtl_bf16"]["checked_results"], "{}"),
-    "train_rtl_bf16.mismatches": (lambda r: r["train_rtl_bf16"]["mismatches"], "{}"),
-    "train_rtl_bf16.mesh_cycles": (lambda r: r["train_rtl_bf16"]["mesh_cycles"], "{:,}"),
-    "train_rtl_bf16.model_cycles": (lambda r: r["train_steps3_bf16"]["mesh_cycles"], "{:,}"),
-    "train_rtl_bf16.digest": (lambda r: "the same digest as"
-                              if r["train_rtl_bf16"]["weights_digest"]
-                              == r["train_steps3_bf16"]["weights_digest"]
-                              else "**a different digest** from", "{}"),
+    **_rtl_run("train_rtl", "train_steps3"),
+    **_rtl_run("train_rtl_bf16", "train_steps3_bf16"),
     "train_rtl_full.steps": (lambda r: r["train_rtl_full"]["steps"], "{}"),
     "train_rtl_full.seconds": (lambda r: r["train_rtl_full"]["seconds"], "{:.0f} s"),
     "train_rtl_full.seconds_per_step": (lambda r: r["train_rtl_full"]["seconds_per_step"] * 1e3,

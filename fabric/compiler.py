@@ -11,8 +11,9 @@ from wse.rtl import isa
 from wse.rtl.validate import count
 
 from .config import MeshConfig
+from .numerics import operands
 from .placement import Placement
-from .program import GemmProgram, operands
+from .program import GemmProgram
 from .tiling import SparseRows
 
 __all__ = ["compile_gemm", "compile_gemm_csr"]

@@ -14,8 +14,9 @@ import numpy as np
 
 from wse.rtl.bfloat import CANONICAL_NAN16, CANONICAL_NAN32, BFloat16
 from wse.rtl.numfmt import FixedPoint
+from wse.rtl.validate import index_text, int_array
 
-__all__ = ["check_operands", "is_zero", "multiply", "accumulate", "requantise", "axpy",
+__all__ = ["operands", "check_operands", "is_zero", "multiply", "accumulate", "requantise", "axpy",
            "encode", "decode", "as_float32", "from_float32", "to_wire", "from_wire"]
 
 
@@ -104,6 +105,31 @@ def is_zero(fmt, values):
     fmt = _fixed(fmt)
     values = np.asarray(values, dtype=np.int64)
     return (values & 0x7FFF) == 0 if isinstance(fmt, BFloat16) else values == 0
+
+
+def operands(fmt, values, what, ndim=2):
+    """An ``int64`` array of operands of ``fmt``; ``ValueError`` naming the first value outside
+    the operand range, where it is, and the range. bf16 operands are bit patterns
+    (:func:`~fabric.numerics.encode` makes them from numbers), and ``-0`` becomes ``+0``: both
+    are zeros the core skips, so nothing computed differs, and a zero is one pattern for the
+    compiler and the models."""
+    if isinstance(fmt, BFloat16) and np.issubdtype(np.asarray(values).dtype, np.floating):
+        raise ValueError(f"{what} must be bf16 bit patterns (integers 0..65535: "
+                         f"fabric.numerics.encode makes them from numbers), not "
+                         f"{np.asarray(values).dtype} values")
+    a = int_array(values, what, ndim)
+    if isinstance(fmt, BFloat16):
+        lo, hi, kind = 0, 0xFFFF, "bf16 bit patterns"
+    else:
+        lo, hi, kind = fmt.operand_min, fmt.operand_max, f"the operand range of int{fmt.width}"
+    bad = (a < lo) | (a > hi)
+    if bad.any():
+        at = np.argwhere(bad)[0]
+        raise ValueError(f"{what} must fit in {kind} ({lo}..{hi}), not {int(a[tuple(at)])} "
+                         f"(at {index_text(at)})")
+    if isinstance(fmt, BFloat16):
+        a = np.where(a == 0x8000, 0, a)
+    return a
 
 
 def check_operands(fmt, values, what="operand"):

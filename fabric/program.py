@@ -34,39 +34,18 @@ import numpy as np
 from wse.rtl import isa
 from wse.rtl.bfloat import BFloat16
 from wse.rtl.core_params import Y_BASE
-from wse.rtl.validate import index_text, int_array, readonly
+from wse.rtl.validate import readonly
 from wse.rtl.wavelet import pack, unpack
 
 from . import masking, numerics
 
-__all__ = ["GemmProgram", "MAX_READ", "operands"]
+__all__ = ["GemmProgram", "MAX_READ"]
 
 #: Words one READ fetches at most (its ``len`` field, :class:`~rtl.isa.ReadArg`).
 MAX_READ = isa.MAX_READ
 
 
 # Helpers ------------------------------------------------------------------------------------------
-
-def operands(fmt, values, what, ndim=2):
-    """An ``int64`` array of operands of ``fmt``; ``ValueError`` naming the first value outside
-    the operand range, where it is, and the range. bf16 operands are bit patterns
-    (:func:`~fabric.numerics.encode` makes them from numbers), and ``-0`` becomes ``+0``: both
-    are zeros the core skips, so nothing computed differs, and a zero is one pattern for the
-    compiler and the models."""
-    a = int_array(values, what, ndim)
-    if isinstance(fmt, BFloat16):
-        lo, hi, kind = 0, 0xFFFF, "bf16 bit patterns"
-    else:
-        lo, hi, kind = fmt.operand_min, fmt.operand_max, f"the operand range of int{fmt.width}"
-    bad = (a < lo) | (a > hi)
-    if bad.any():
-        at = np.argwhere(bad)[0]
-        raise ValueError(f"{what} must fit in {kind} ({lo}..{hi}), not {int(a[tuple(at)])} "
-                         f"(at {index_text(at)})")
-    if isinstance(fmt, BFloat16):
-        a = np.where(a == 0x8000, 0, a)
-    return a
-
 
 def _words(fmt, words):
     """32-bit reply words (a wavelet's data) as the numbers they carry (bf16: bit patterns)."""
@@ -207,7 +186,7 @@ class GemmProgram:
             if self.X is None:
                 raise ValueError("no X: give one here or to compile_gemm")
             return self.X
-        X = operands(self.config.fmt, X, "X")
+        X = numerics.operands(self.config.fmt, X, "X")
         if X.shape != (self.n_in, self.tokens):
             raise ValueError(f"X must have shape (n_in, tokens) = ({self.n_in}, {self.tokens}), "
                              f"not {X.shape}")

@@ -130,6 +130,10 @@ def test_formats_are_named_serialised_and_checked():
     with pytest.raises(ValueError, match=r"W must fit in bf16 bit patterns \(0\.\.65535\), not "
                                          r"-1 \(at \[0, 1\]\)"):
         compile_gemm(config, [[0, -1]], [[1], [2]])
+    with pytest.raises(ValueError, match=r"W must be bf16 bit patterns \(integers 0\.\.65535: "
+                                         r"fabric\.numerics\.encode makes them from numbers\), "
+                                         r"not float64 values"):
+        compile_gemm(config, [[1.5]], [[2]])
 
 
 # GEMMs ----------------------------------------------------------------------------------------
