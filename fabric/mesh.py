@@ -95,7 +95,7 @@ class Mesh(wiring.Component):
         return Tile(self.config.core(r, c), routes=plan.routes(r, c), n_colors=plan.n_colors,
                     cfg_color=plan.cfg_color, cfg_route=plan.cfg_route(r, c),
                     depth=self.config.depth, acc_buffers=self.config.acc_buffers,
-                    psum_depth=self.config.psum_depth)
+                    psum_depth=self.config.psum_depth, skids=_skids(self.config, r, c))
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
@@ -155,10 +155,21 @@ class Mesh(wiring.Component):
         return m
 
 
+def _skids(config, r=None, c=None):
+    """The outputs of tile ``(r, c)`` that lead to another tile (those get a skid buffer); of
+    any tile when ``r`` and ``c`` are not given (the shared tile module)."""
+    if r is None:
+        return ("NS" if config.rows > 1 else "") + ("EW" if config.cols > 1 else "")
+    steps = {"N": (-1, 0), "E": (0, 1), "S": (1, 0), "W": (0, -1)}
+    return "".join(d for d, (dr, dc) in steps.items()
+                   if 0 <= r + dr < config.rows and 0 <= c + dc < config.cols)
+
+
 def _strapped_tile(config):
     plan = config.plan
     return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
-                depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth)
+                depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth,
+                skids=_skids(config))
 
 
 @cache

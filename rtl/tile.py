@@ -20,6 +20,7 @@ from .isa import (
     route_straps_value,
 )
 from .router import Router
+from .skid import SkidBuffer
 from .wavelet import MAX_COLORS, Direction, Wavelet
 
 __all__ = ["Tile", "MESH_PORTS", "strap_values"]
@@ -65,6 +66,10 @@ class Tile(wiring.Component):
         The core's accumulator buffers and psum FIFO depth (:class:`~rtl.core.Core`).
     straps : bool
         Routes, colors, row and column from input ports (below).
+    skids : str
+        The mesh outputs (of ``"NESW"``) that get a :class:`~rtl.skid.SkidBuffer`: those that
+        lead to another tile (a mesh leaves them out where no tile is, e.g. all four in a
+        1x1, where they would only cost logic cells).
     **router_kwargs
         Passed to :class:`~rtl.router.Router` (``n_colors``, ``depth``, ``cfg_color``,
         ``cfg_route``, ``counter_width``); ``n_queues``, ``queue_map`` and ``ramp_rotates``
@@ -74,7 +79,10 @@ class Tile(wiring.Component):
     -------
     i_n, i_e, i_s, i_w : In(stream.Signature(Wavelet))
     o_n, o_e, o_s, o_w : Out(stream.Signature(Wavelet))
-        The router's mesh ports (the ramp stays inside).
+        The router's mesh ports (the ramp stays inside). Each output goes through a
+        :class:`~rtl.skid.SkidBuffer`: no cycle added, and the router sees a registered
+        ``ready``, so a neighbour's ``ready`` (which depends on the color it is offered) never
+        reaches this router's allocator in the same cycle (``docs/router.md``).
     drops, error : Out
         The router's drop counter and sticky error.
     core_error, overflow : Out(1)
@@ -90,12 +98,15 @@ class Tile(wiring.Component):
     """
 
     def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, straps=False,
-                 **router_kwargs):
+                 skids="NESW", **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
         for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept", "u_turns"):
             if name in router_kwargs:
                 raise ValueError(f"{name} is set by the tile, not by its caller")
+        if not isinstance(skids, str) or set(skids) - set("NESW"):
+            raise ValueError(f"skids must be a string of N, E, S, W, not {skids!r}")
+        self.skids = "".join(d for d in "NESW" if d in skids)
         psum_colors = {core.colors.psum_from_n, core.colors.psum_from_s}
         self.core_params = core
         self.straps = bool(straps)
@@ -131,6 +142,7 @@ class Tile(wiring.Component):
         colors = self.strap_core if self.straps else self.core_params.colors
         bypass = {Direction.N: (colors.psum_from_n, core.psum_n_in),
                   Direction.S: (colors.psum_from_s, core.psum_s_in)}
+        skids = []
         for d in MESH_PORTS:
             name = d.name.lower()
             inp, rin = getattr(self, f"i_{name}"), getattr(router, f"i_{name}")
@@ -144,12 +156,17 @@ class Tile(wiring.Component):
                 ]
             else:
                 wiring.connect(m, wiring.flipped(inp), rin)
-            wiring.connect(m, getattr(router, f"o_{name}"),
-                           wiring.flipped(getattr(self, f"o_{name}")))
+            out = getattr(router, f"o_{name}")
+            if d.name in self.skids:
+                skid = m.submodules[f"skid_{name}"] = SkidBuffer(Wavelet)
+                skids.append(skid)
+                wiring.connect(m, out, skid.i)
+                out = skid.o
+            wiring.connect(m, out, wiring.flipped(getattr(self, f"o_{name}")))
         m.d.comb += [
             self.drops.eq(router.drops), self.error.eq(router.error),
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
-            self.idle.eq(router.idle & core.idle),
+            self.idle.eq(router.idle & core.idle & ~Cat(0, *(s.full for s in skids)).any()),
         ]
         m.d.comb += router.ramp_accept.eq(Cat(
             Mux(color == colors.psum_from_n, core.accept[1],

@@ -1,0 +1,113 @@
+"""The skid buffer at the tile's mesh outputs (rtl/skid.py) in Amaranth's simulator, against a
+one-entry reference: same words in the same order, none lost or doubled, no cycle added while it
+is empty, ``i.ready`` a register, and ``o`` holding its word until it is taken."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from wse.rtl.skid import SkidBuffer
+
+
+def run(offers, readies):
+    """Drive ``offers`` (``None``: nothing offered this cycle, else a word offered until taken)
+    and ``o.ready`` from ``readies``; one record per cycle."""
+    dut = SkidBuffer(16)
+    log = []
+
+    async def bench(ctx):
+        pending = list(offers)
+        word = None
+        for cycle, ready in enumerate(readies):
+            if word is None and pending:
+                word = pending.pop(0)
+            ctx.set(dut.i.valid, word is not None)
+            ctx.set(dut.i.payload, word or 0)
+            ready_before = ctx.get(dut.i.ready)
+            ctx.set(dut.o.ready, ready)
+            i_ready = ctx.get(dut.i.ready)
+            assert i_ready == ready_before, "i.ready followed o.ready within the cycle"
+            record = {"cycle": cycle, "in": word if word is not None and i_ready else None,
+                      "i_ready": i_ready, "o_valid": ctx.get(dut.o.valid),
+                      "o": ctx.get(dut.o.payload), "taken": ctx.get(dut.o.valid) and ready}
+            log.append(record)
+            if record["in"] is not None:
+                word = None
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return log
+
+
+def reference(offers, readies):
+    """The words the buffer hands out and the cycle of each: a one-entry spare that fills when
+    the output refuses a word the input hands over."""
+    pending, spare, word, out = list(offers), None, None, []
+    for cycle, ready in enumerate(readies):
+        if word is None and pending:
+            word = pending.pop(0)
+        if spare is not None:
+            if ready:
+                out.append((cycle, spare))
+                spare = None
+            continue                                   # i.ready low: the input waits
+        if word is not None:
+            if ready:
+                out.append((cycle, word))
+            else:
+                spare = word
+            word = None
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_skid_buffer_matches_the_reference_under_random_backpressure(seed):
+    rng = random.Random(seed)
+    offers = [rng.randrange(1, 1 << 16) for _ in range(300)]
+    readies = [int(rng.random() < (0.3, 0.6, 0.9)[seed % 3]) for _ in range(800)]
+    log = run(offers, readies)
+    got = [(e["cycle"], e["o"]) for e in log if e["taken"]]
+    assert got == reference(offers, readies)
+    assert [w for _, w in got] == offers[:len(got)] and len(got) > 100
+
+
+def test_skid_buffer_adds_no_cycle_while_empty():
+    offers = list(range(1, 21))
+    log = run(offers, [1] * 20)
+    assert [(e["cycle"], e["o"]) for e in log if e["taken"]] == list(enumerate(offers))
+    assert all(e["i_ready"] for e in log)
+
+
+def test_skid_buffer_holds_its_word_until_taken():
+    """The stream rule on ``o``: once valid, the same word stays until a cycle with ready."""
+    log = run([7, 8, 9], [0, 0, 0, 1, 0, 1, 1, 1])
+    shown = [(e["o_valid"], e["o"], e["taken"]) for e in log]
+    assert shown[:4] == [(1, 7, 0), (1, 7, 0), (1, 7, 0), (1, 7, 1)]
+    assert shown[4:7] == [(1, 8, 0), (1, 8, 1), (1, 9, 1)]
+    # the spare filled in cycle 0 (7 refused), so the input waited until 7 left
+    assert [e["i_ready"] for e in log[:5]] == [1, 0, 0, 0, 1]
+
+
+def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
+    from wse.fabric.config import MeshConfig
+    from wse.fabric.mesh import Mesh, _skids
+    assert _skids(MeshConfig(rows=1, cols=1)) == ""                 # the iCEBreaker's 1x1
+    assert _skids(MeshConfig(rows=1, cols=3)) == "EW"
+    config = MeshConfig(rows=3, cols=2)
+    assert _skids(config) == "NSEW"
+    assert [_skids(config, r, c) for r in range(3) for c in range(2)] == [
+        "ES", "SW", "NES", "NSW", "NE", "NW"]
+    tile = Mesh(config, shared_tile=False).tile(1, 0)
+    assert tile.skids == "NES"
+
+
+@pytest.mark.parametrize("bad", ["X", 3, "NN E"])
+def test_tile_refuses_bad_skid_ports(bad):
+    from wse.fabric.config import MeshConfig
+    from wse.rtl.tile import Tile
+    with pytest.raises(ValueError, match="skids must be a string of N, E, S, W"):
+        Tile(MeshConfig().core(0, 0), skids=bad)
