@@ -21,7 +21,7 @@ from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
 
 from .config import MeshConfig
 
-__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "TILE_MODULE"]
+__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "skid_ports", "TILE_MODULE"]
 
 #: Verilog module name of the one tile every position of a shared-tile mesh instantiates.
 TILE_MODULE = "wse_tile"
@@ -95,7 +95,7 @@ class Mesh(wiring.Component):
         return Tile(self.config.core(r, c), routes=plan.routes(r, c), n_colors=plan.n_colors,
                     cfg_color=plan.cfg_color, cfg_route=plan.cfg_route(r, c),
                     depth=self.config.depth, acc_buffers=self.config.acc_buffers,
-                    psum_depth=self.config.psum_depth, skids=_skids(self.config, r, c))
+                    psum_depth=self.config.psum_depth, skids=skid_ports(self.config, r, c))
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
@@ -155,7 +155,7 @@ class Mesh(wiring.Component):
         return m
 
 
-def _skids(config, r=None, c=None):
+def skid_ports(config, r=None, c=None):
     """The outputs of tile ``(r, c)`` that lead to another tile (those get a skid buffer); of
     any tile when ``r`` and ``c`` are not given (the shared tile module)."""
     if r is None:
@@ -169,7 +169,7 @@ def _strapped_tile(config):
     plan = config.plan
     return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
                 depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth,
-                skids=_skids(config))
+                skids=skid_ports(config))
 
 
 @cache

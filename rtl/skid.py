@@ -17,9 +17,10 @@ class SkidBuffer(wiring.Component):
     flip-flop, ``o.valid`` and ``o.payload`` do not depend on ``o.ready``, and the stage holds
     at most one word. Order is kept and nothing is lost or duplicated.
 
-    The tile puts one on each mesh output (``docs/router.md``, "Skid buffers at the mesh
-    ports"): a neighbour's ``ready`` (which depends on the color it is offered) then stops at
-    this register instead of running on through the router's allocator.
+    The tile puts one on each mesh output that leads to another tile (``docs/router.md``,
+    "Skid buffers at the mesh ports"): a neighbour's ``ready`` (which depends on the color it
+    is offered) then stops at this register instead of running on through the router's
+    allocator.
 
     Parameters
     ----------

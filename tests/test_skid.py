@@ -94,12 +94,12 @@ def test_skid_buffer_holds_its_word_until_taken():
 
 def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
     from wse.fabric.config import MeshConfig
-    from wse.fabric.mesh import Mesh, _skids
-    assert _skids(MeshConfig(rows=1, cols=1)) == ""                 # the iCEBreaker's 1x1
-    assert _skids(MeshConfig(rows=1, cols=3)) == "EW"
+    from wse.fabric.mesh import Mesh, skid_ports
+    assert skid_ports(MeshConfig(rows=1, cols=1)) == ""                 # the iCEBreaker's 1x1
+    assert skid_ports(MeshConfig(rows=1, cols=3)) == "EW"
     config = MeshConfig(rows=3, cols=2)
-    assert _skids(config) == "NSEW"
-    assert [_skids(config, r, c) for r in range(3) for c in range(2)] == [
+    assert skid_ports(config) == "NSEW"
+    assert [skid_ports(config, r, c) for r in range(3) for c in range(2)] == [
         "ES", "SW", "NES", "NSW", "NE", "NW"]
     tile = Mesh(config, shared_tile=False).tile(1, 0)
     assert tile.skids == "NES"
