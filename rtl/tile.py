@@ -79,10 +79,10 @@ class Tile(wiring.Component):
     -------
     i_n, i_e, i_s, i_w : In(stream.Signature(Wavelet))
     o_n, o_e, o_s, o_w : Out(stream.Signature(Wavelet))
-        The router's mesh ports (the ramp stays inside). Each output goes through a
-        :class:`~rtl.skid.SkidBuffer`: no cycle added, and the router sees a registered
-        ``ready``, so a neighbour's ``ready`` (which depends on the color it is offered) never
-        reaches this router's allocator in the same cycle (``docs/router.md``).
+        The router's mesh ports (the ramp stays inside). Each output named in ``skids`` goes
+        through a :class:`~rtl.skid.SkidBuffer`: no cycle added, and the router sees a
+        registered ``ready``, so a neighbour's ``ready`` (which depends on the color it is
+        offered) never reaches this router's allocator in the same cycle (``docs/router.md``).
     drops, error : Out
         The router's drop counter and sticky error.
     core_error, overflow : Out(1)
@@ -166,7 +166,7 @@ class Tile(wiring.Component):
         m.d.comb += [
             self.drops.eq(router.drops), self.error.eq(router.error),
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
-            self.idle.eq(router.idle & core.idle & ~Cat(0, *(s.full for s in skids)).any()),
+            self.idle.eq(router.idle & core.idle & ~Cat(s.full for s in skids).any()),
         ]
         m.d.comb += router.ramp_accept.eq(Cat(
             Mux(color == colors.psum_from_n, core.accept[1],

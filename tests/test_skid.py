@@ -7,12 +7,16 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
+from wse.fabric.config import MeshConfig
+from wse.fabric.mesh import Mesh, skid_ports
 from wse.rtl.skid import SkidBuffer
+from wse.rtl.tile import Tile
 
 
 def run(offers, readies):
-    """Drive ``offers`` (``None``: nothing offered this cycle, else a word offered until taken)
-    and ``o.ready`` from ``readies``; one record per cycle."""
+    """Offer the words of ``offers`` in order (each held until taken) with ``o.ready`` from
+    ``readies``, checking within every cycle that ``i.ready`` does not follow ``o.ready``;
+    one record per cycle."""
     dut = SkidBuffer(16)
     log = []
 
@@ -93,8 +97,6 @@ def test_skid_buffer_holds_its_word_until_taken():
 
 
 def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
-    from wse.fabric.config import MeshConfig
-    from wse.fabric.mesh import Mesh, skid_ports
     assert skid_ports(MeshConfig(rows=1, cols=1)) == ""                 # the iCEBreaker's 1x1
     assert skid_ports(MeshConfig(rows=1, cols=3)) == "EW"
     config = MeshConfig(rows=3, cols=2)
@@ -107,7 +109,5 @@ def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
 
 @pytest.mark.parametrize("bad", ["X", 3, "NN E"])
 def test_tile_refuses_bad_skid_ports(bad):
-    from wse.fabric.config import MeshConfig
-    from wse.rtl.tile import Tile
     with pytest.raises(ValueError, match="skids must be a string of N, E, S, W"):
         Tile(MeshConfig().core(0, 0), skids=bad)
