@@ -84,7 +84,7 @@ BOARDS = {
         # cores learnt SELECT (5280 cells; nextpnr finds no legal placement at seed 1). Results
         # never depend on these sizes: a GEMM with more tokens is cut into blocks that fit.
         config=dict(n_feat=8, n_tok=1, n_out=8, depth=2, acc_buffers=2, psum_depth=2),
-        synth_opts="-dsp",
+        synth_opts="-dsp -dff",
         reset_button=("button", 0),
         leds={"heartbeat": ("led", 1), "error": ("led", 0)},
     ),

@@ -20,12 +20,13 @@ from .report import CELLS
 
 __all__ = ["tile_breakdown"]
 
-_SYNTH = {"ice40": "synth_ice40 -dsp", "ecp5": "synth_ecp5"}
+_SYNTH = {"ice40": "synth_ice40", "ecp5": "synth_ecp5"}
 
 
-def tile_breakdown(config, family, out):
+def tile_breakdown(config, family, out, synth_opts=""):
     """``{module: {"luts", "ffs", ...}}`` of ``config``'s tile for ``family``, each module's
-    own cells (submodules excluded). Writes the Verilog, script and log to ``out``."""
+    own cells (submodules excluded), synthesised with ``synth_opts`` (a board's
+    :attr:`~fpga.boards.Board.synth_opts`). Writes the Verilog, script and log to ``out``."""
     env = tool_environment()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -33,7 +34,7 @@ def tile_breakdown(config, family, out):
     (out / f"{TILE_MODULE}.v").write_text(mesh.verilog_dependencies())
     (out / "breakdown.ys").write_text(
         f"read_verilog {TILE_MODULE}.v\n"
-        f"{_SYNTH[family]} -noflatten -top {TILE_MODULE}\n"
+        f"{_SYNTH[family]} {synth_opts} -noflatten -top {TILE_MODULE}\n"
         "tee -q -o breakdown.json stat -json\n")
     subprocess.run([env["YOSYS"], "-q", "-l", "breakdown.log", "breakdown.ys"], cwd=out,
                    env=env, check=True, stdout=subprocess.DEVNULL)
@@ -56,8 +57,8 @@ if __name__ == "__main__":
 
     b = board(sys.argv[1] if len(sys.argv) > 1 else "icebreaker")
     rows, cols = (int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "1x1").split("x"))
-    figures = tile_breakdown(mesh_config(b, rows, cols), b.family,
-                             Path("build/fpga/breakdown") / f"{b.name}-{rows}x{cols}")
+    figures = tile_breakdown(mesh_config(b, rows, cols), b.family, synth_opts=b.synth_opts,
+                             out=Path("build/fpga/breakdown") / f"{b.name}-{rows}x{cols}")
     for module, f in sorted(figures.items(), key=lambda kv: -kv[1]["luts"]):
         print(f"{f['luts']:7d} LUT {f['ffs']:6d} FF {f['brams']:3d} BRAM {f['dsps']:2d} DSP  "
               f"{module}")

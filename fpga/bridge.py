@@ -29,6 +29,7 @@ from wse.fpga.serial_frames import (
     StatusPayload,
     WaveletPayload,
 )
+from wse.rtl.skid import SkidBuffer
 from wse.rtl.validate import integer
 from wse.rtl.wavelet import WAVELET_BITS, Wavelet
 
@@ -170,16 +171,26 @@ class MeshBridge(wiring.Component):
 
         # Row FIFOs -> intakes, credits, the exchange's cycles ---------------------------------
         taken = [Signal(range(self.fifo_depth + 1), name=f"taken_{r}") for r in range(cfg.rows)]
-        took = []
+        took = []           # a FIFO gave a wavelet (its credit)
+        entered = []        # an intake took a wavelet (the exchange's first cycle)
+        # Each FIFO reaches its intake through a skid buffer: the intake's ready (which depends
+        # on the wavelet's route, looked up as it arrives) ends at the buffer's register
+        # instead of running on into the FIFO's read side. No cycle added (docs/bridge.md).
+        skids = []
         for r, fifo in enumerate(fifos):
             port = f"s_axis_w{r}"
-            word = data.View(Wavelet, fifo.r_data)
+            skid = m.submodules[f"skid_{r}"] = SkidBuffer(Wavelet)
+            skids.append(skid)
+            m.d.comb += [skid.i.payload.eq(fifo.r_data), skid.i.valid.eq(fifo.r_rdy),
+                         fifo.r_en.eq(skid.i.ready)]
+            word = skid.o.payload
             m.d.comb += [getattr(mesh, f"{port}_tdata").eq(word.data),
                          getattr(mesh, f"{port}_tdest").eq(word.color),
                          getattr(mesh, f"{port}_tuser").eq(word.ctrl),
-                         getattr(mesh, f"{port}_tvalid").eq(fifo.r_rdy),
-                         fifo.r_en.eq(getattr(mesh, f"{port}_tready"))]
-            took.append(fifo.r_rdy & getattr(mesh, f"{port}_tready"))
+                         getattr(mesh, f"{port}_tvalid").eq(skid.o.valid),
+                         skid.o.ready.eq(getattr(mesh, f"{port}_tready"))]
+            took.append(fifo.r_rdy & skid.i.ready)
+            entered.append(skid.o.valid & skid.o.ready)
         outlets = []
         for c in range(cfg.cols):
             word = Signal(Wavelet, name=f"outlet_{c}")
@@ -189,13 +200,14 @@ class MeshBridge(wiring.Component):
             outlets.append((getattr(mesh, f"m_axis_s{c}_tvalid"),
                             getattr(mesh, f"m_axis_s{c}_tready"), word))
         quiet = mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any() \
-            & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any()
+            & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any() \
+            & ~Cat(*(s.full for s in skids)).any()
         settled = Signal(range(SETTLE_CYCLES + 1))
         m.d.sync += settled.eq(Mux(quiet, settled + (settled != SETTLE_CYCLES), 0))
 
         started, elapsed, span = Signal(), Signal(32), Signal(32)
         with m.If(~started):
-            with m.If(Cat(*took).any()):
+            with m.If(Cat(*entered).any()):
                 m.d.sync += [started.eq(1), elapsed.eq(1), span.eq(1)]
         with m.Else():
             m.d.sync += elapsed.eq(elapsed + (elapsed != 0xFFFF_FFFF))

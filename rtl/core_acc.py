@@ -30,7 +30,8 @@ class AccBuffers(wiring.Component):
     read asynchronously through two ports, the MAC's and the engine's, into the reader's
     register, which takes what the MAC writes to that word in the same cycle (a transparent
     read). Nothing clears a word: a flag per word says whether the MAC wrote it since its
-    buffer became active (all of a buffer's flags clear then, and at reset), and a word whose
+    buffer became active (all of a buffer's flags clear the cycle after it does, from
+    registers, before any MAC can write it; and at reset), and a word whose
     flag is clear loads its reader's register with 0 (the register's synchronous reset). So
     the buffer multiplexer is the memory's address, not LUTs after it, and the engine's clears
     need no second write port: on the ECP5 the 4 buffers of the ULX3S cost the 32 LUT-RAM cells
@@ -117,7 +118,7 @@ class AccBuffers(wiring.Component):
         ]
 
         # Which words of each buffer hold a sum: a MAC's write sets a word's bit, a buffer's
-        # bits all clear as it becomes active (the engine has read every word of it by then).
+        # bits all clear as it becomes active (below; the engine has read every word of it).
         # A word whose bit is clear reads 0, so the engine's clears need no write port: each
         # bank is one memory written by its MAC alone.
         held = [Array(Signal(p.tpb, name=f"held{b}_{k}") for k in range(n_buf))
@@ -158,10 +159,15 @@ class AccBuffers(wiring.Component):
                 with m.Else():
                     m.d.sync += engine_word.eq(Mux(hit, mac.write_data, engine_rp.data))
             engine_data.append(engine_word)
+        # The new active buffer's bits clear a cycle after the retire, from registers (not from
+        # the dispatcher's late ``retire``): no MAC writes it before its first AXPY's tokens
+        # land, two cycles after that AXPY issues, and the engine has finished reading it.
+        clear, cleared = Signal(), Signal(range(n_buf))
+        m.d.sync += [clear.eq(self.retire), cleared.eq(buf_next)]
         for b, mac in enumerate(macs):
             for k in range(n_buf):
                 for i in range(p.tpb):
-                    with m.If(self.retire & (buf_next == k)):
+                    with m.If(clear & (cleared == k)):
                         m.d.sync += held[b][k][i].eq(0)
                     with m.Elif(mac.write & (s2_buf == k) & (mac.write_index == i)):
                         m.d.sync += held[b][k][i].eq(1)

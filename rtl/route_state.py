@@ -195,18 +195,20 @@ class RouteState(wiring.Component):
                 with m.Case(ControlOp.TEARDOWN):
                     m.d.comb += new.torn.eq(1)
         new_pos, new_torn = new.current, new.torn
-        stored = Signal(RouteStrap)
-        reads = []
-        for mem in positions:
-            read = mem.read_port(domain="comb")
-            m.d.comb += read.addr.eq(color)
-            reads.append(read.data)
-        m.d.comb += stored.eq(Array(reads)[new_pos])
         written = Signal(RouteStrap)
         m.d.comb += [written.rx.eq(stage.rx), written.tx.eq(stage.tx)]
         write = stage.write
+        # Each position as it will be (the stored one, or the one this update writes), worked
+        # out beside the state's read: only the choice among them waits for the new position.
+        candidates = []
+        for k, mem in enumerate(positions):
+            read = mem.read_port(domain="comb")
+            m.d.comb += read.addr.eq(color)
+            candidate = Signal(RouteStrap, name=f"candidate{k}")
+            m.d.comb += candidate.eq(Mux(write & (stage.position == k), written, read.data))
+            candidates.append(candidate)
         published = Signal(RouteStrap)
-        m.d.comb += published.eq(Mux(write & (stage.position == new_pos), written, stored))
+        m.d.comb += published.eq(Array(candidates)[new_pos])
         write_state = states.write_port()
         with m.If(walking):
             m.d.comb += [write_state.addr.eq(walk), write_state.en.eq(1),
