@@ -146,7 +146,7 @@ def test_meshes_of_several_tiles_keep_the_tile_module(mesh, keep_tiles, kept, tm
         build("icebreaker", mesh, out=tmp_path, keep_tiles=keep_tiles)
     script = stopped.value.args[0]
     assert ("setattr -mod -set keep_hierarchy 1 wse_tile" in script) == kept
-    assert "synth_ice40 -dsp -top top" in script
+    assert f"synth_ice40 {BOARDS['icebreaker'].synth_opts} -top top" in script
 
 
 def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatch):
