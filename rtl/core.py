@@ -19,7 +19,6 @@ from .isa import (
     CrArg,
     MaskArg,
     ReadArg,
-    WeightPayload,
     core_strap_layout,
 )
 from .psum import PsumEngine
@@ -166,13 +165,13 @@ class Core(wiring.Component):
 
         # -- command decode -----------------------------------------------------------------
         cmd = sorter.cmd
-        head = cmd.head
+        head, held = cmd.head, cmd.held       # ``held``: the head's class, slot, zero, in FFs
         ctrl = data.View(ControlPayload, head.data)
         arg, op = ctrl.arg, ctrl.op.as_value()
-        is_weight, is_data = head.is_weight, ~head.ctrl
+        is_weight, is_data = held.is_weight, ~held.ctrl
         value = fmt.operand_from_bits(head.data)
-        zero_value = fmt.is_zero(value)
-        slot = data.View(WeightPayload, head.data).slot
+        zero_value = held.zero
+        slot = held.slot
         mask_arg = data.View(MaskArg, arg)
         pop, walk, load, retire = Signal(), Signal(), Signal(), Signal()
         busy, stall, error_now = Signal(), Signal(), Signal()
@@ -197,7 +196,7 @@ class Core(wiring.Component):
         with m.If(reader.active):
             pass                                           # the READ engine's cycle
         with m.Elif(cmd.valid):
-            with m.If(~head.is_cmd & ~is_weight):                                 # foreign
+            with m.If(~held.is_cmd & ~is_weight):                                 # foreign
                 m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
             with m.Elif(is_data & ~is_weight):                                    # LOAD
                 m.d.comb += [pop.eq(1), busy.eq(1)]
@@ -207,7 +206,7 @@ class Core(wiring.Component):
                 with m.Else():
                     m.d.comb += error_now.eq(1)
             with m.Elif(is_data):                                                 # AXPY
-                self._axpy(m, inc, zero_value, slot, lanes, active, walk, pop, busy,
+                self._axpy(m, inc, zero_value, held.slot_ok, lanes, active, walk, pop, busy,
                            error_now, axpy_done)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
@@ -282,12 +281,12 @@ class Core(wiring.Component):
                                    | engine.y_write | self.o.valid))
         return m
 
-    def _axpy(self, m, inc, zero_value, slot, lanes, active, walk, pop, busy, error_now,
+    def _axpy(self, m, inc, zero_value, slot_ok, lanes, active, walk, pop, busy, error_now,
               axpy_done):
         """One cycle of an AXPY: every lane issues the lowest nonzero token it has left."""
         p = self.params
         m.d.comb += busy.eq(1)
-        with m.If(~below(slot, p.n_feat)):
+        with m.If(~slot_ok):
             m.d.comb += [pop.eq(1), error_now.eq(1)]
         with m.Else():
             m.d.comb += walk.eq(1)

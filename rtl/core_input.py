@@ -6,16 +6,25 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .core_rows import RowSplit, below
-from .isa import ARG_BITS, CrArg, MaskArg, core_strap_layout, cr_job_layout
+from .isa import ARG_BITS, CrArg, MaskArg, WeightPayload, core_strap_layout, cr_job_layout
 from .peek_fifo import LutFIFO, PeekFIFO, PeekSignature
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
 
-__all__ = ["COMMAND", "InputSorter", "cr_ahead_layout"]
+__all__ = ["COMMAND", "InputSorter", "command_held_layout", "cr_ahead_layout"]
 
 #: An entry of the command FIFO: the wavelet, its color as the dispatcher needs it (``cmd``,
 #: ``weight``, or neither: a foreign color).
 COMMAND = data.StructLayout({"data": 32, "ctrl": 1, "is_cmd": 1, "is_weight": 1})
+
+
+def command_held_layout(params):
+    """What the dispatcher decides an AXPY's first cycle from, kept in flip-flops while its
+    entry is the command FIFO's head (``PeekFIFO``'s ``held`` part): the entry's class
+    (``ctrl``, ``is_cmd``, ``is_weight``), an AXPY's ``slot`` as the lanes' feature index,
+    whether it is in ``X`` (``slot_ok``: ``slot < n_feat``) and whether the weight is zero."""
+    return data.StructLayout({"ctrl": 1, "is_cmd": 1, "is_weight": 1,
+                              "slot": range(params.n_feat), "slot_ok": 1, "zero": 1})
 
 
 def cr_ahead_layout(rows, n_out):
@@ -70,9 +79,10 @@ class InputSorter(wiring.Component):
         Which inputs gave a wavelet the core keeps this cycle: bit 0 ``i``, 1 ``psum_n_in``,
         2 ``psum_s_in`` (SELECTs, discarded ``cmd`` wavelets and other columns' MASKs are not
         kept: ``wavelets_in`` counts what the core keeps).
-    cmd : Out(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out)))
-        The command FIFO's head, and what the dispatcher needs of the entry behind it (worked
-        out here, as it is written: no second copy of the entry).
+    cmd : Out(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out), command_held_layout(params)))
+        The command FIFO's head, what the dispatcher needs of the entry behind it, and the
+        head's :func:`command_held_layout` part in flip-flops (both worked out here, as the
+        entry is written: no second copy of the entry).
     psum_n, psum_s : Out(stream.Signature(32))
         The psum FIFOs' heads, in arrival order.
     strap : In(core_strap_layout(rows, cols))
@@ -92,8 +102,8 @@ class InputSorter(wiring.Component):
             "psum_s_in": In(stream.Signature(32)),
             "accept":    Out(4),
             "taken":     Out(3),
-            "cmd":       Out(PeekSignature(COMMAND, cr_ahead_layout(params.rows,
-                                                                    params.n_out))),
+            "cmd":       Out(PeekSignature(COMMAND, cr_ahead_layout(params.rows, params.n_out),
+                                           command_held_layout(params))),
             "psum_n":    Out(stream.Signature(32)),
             "psum_s":    Out(stream.Signature(32)),
         }
@@ -106,7 +116,8 @@ class InputSorter(wiring.Component):
         colors = self.strap if self.straps else self.params.colors
         p = self.params
         cmdq = m.submodules.cmd_fifo = PeekFIFO(COMMAND, self.cmd_depth,
-                                                cr_ahead_layout(p.rows, p.n_out))
+                                                cr_ahead_layout(p.rows, p.n_out),
+                                                command_held_layout(p))
         pnq = m.submodules.psum_n_fifo = LutFIFO(32, self.psum_depth)
         psq = m.submodules.psum_s_fifo = LutFIFO(32, self.psum_depth)
         wiring.connect(m, cmdq.r, wiring.flipped(self.cmd))
@@ -149,6 +160,13 @@ class InputSorter(wiring.Component):
             ahead.cr.eq(self.i.payload.ctrl & (is_cmd | is_weight)
                         & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
             ahead.in_y.eq(below(o, p.n_out * p.rows)),          # o // rows < n_out
+        ]
+        held, weight = cmdq.w_held, data.View(WeightPayload, self.i.payload.data)
+        m.d.comb += [
+            held.ctrl.eq(self.i.payload.ctrl), held.is_cmd.eq(is_cmd),
+            held.is_weight.eq(is_weight), held.slot.eq(weight.slot),
+            held.slot_ok.eq(below(weight.slot, p.n_feat)),
+            held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.i.payload.data))),
         ]
         room = []
         for fifo, direct, ramp in ((pnq, self.psum_n_in, to_n), (psq, self.psum_s_in, to_s)):

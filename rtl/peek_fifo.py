@@ -25,16 +25,22 @@ class PeekSignature(wiring.Signature):
         Take the head.
     take2 : In(1)
         Take the head and the entry behind it (needs ``next_valid``; wins over ``take``).
+    held : Out(held_shape)
+        Only with a ``held_shape``: the head's ``held_shape`` part, from flip-flops.
     """
 
-    def __init__(self, shape, peek_shape=None):
+    def __init__(self, shape, peek_shape=None, held_shape=None):
         self.shape = shape
         self.peek_shape = shape if peek_shape is None else peek_shape
-        super().__init__({
+        self.held_shape = held_shape
+        members = {
             "head": Out(shape), "valid": Out(1),
             "next": Out(self.peek_shape), "next_valid": Out(1),
             "take": In(1), "take2": In(1),
-        })
+        }
+        if held_shape is not None:
+            members["held"] = Out(held_shape)
+        super().__init__(members)
 
 
 class PeekFIFO(wiring.Component):
@@ -51,28 +57,41 @@ class PeekFIFO(wiring.Component):
     ``valid``, ``next_valid`` and ``w.ready`` are registers (the ramp's accept depends on
     ``w.ready``), set from the level the cycle will leave.
 
+    With a ``held_shape``, each entry's ``w_held`` part (written beside it) is also kept, while
+    the entry is the head, in flip-flops (``r.held``): what the reader decides from first
+    starts at a register, not behind the LUT RAM's read. The register is loaded as the cycle
+    ends with the entry that will be the head, from a copy of those parts read at the two
+    entries behind the head (one or two taken) or from ``w_held`` (the FIFO empties and is
+    written); on the core's dispatcher that takes the command FIFO's read off the path from the
+    AXPY's slot through the lane's nonzero mask to the pop, the tile's critical path.
+
     Members
     -------
     w : In(stream.Signature(shape))
         Write side (``ready``: not full).
     w_peek : In(peek_shape)
         Only with a ``peek_shape``: the part of ``w.payload`` kept for ``r.next``.
-    r : Out(PeekSignature(shape, peek_shape))
+    w_held : In(held_shape)
+        Only with a ``held_shape``: the part of ``w.payload`` kept for ``r.held``.
+    r : Out(PeekSignature(shape, peek_shape, held_shape))
         Read side: the first two entries.
     level : Out
         Entries held.
     """
 
-    def __init__(self, shape, depth, peek_shape=None):
+    def __init__(self, shape, depth, peek_shape=None, held_shape=None):
         depth = integer("depth", depth, 2)
         self.shape, self.depth, self.peek_shape = shape, depth, peek_shape
+        self.held_shape = held_shape
         members = {
             "w": In(stream.Signature(shape)),
-            "r": Out(PeekSignature(shape, peek_shape)),
+            "r": Out(PeekSignature(shape, peek_shape, held_shape)),
             "level": Out(range(depth + 1)),
         }
         if peek_shape is not None:
             members["w_peek"] = In(peek_shape)
+        if held_shape is not None:
+            members["w_held"] = In(held_shape)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -113,6 +132,26 @@ class PeekFIFO(wiring.Component):
         for port, payload in ((write_port, self.w.payload), (next_write, next_data)):
             if port is not None:
                 m.d.comb += [port.addr.eq(wr), port.data.eq(payload), port.en.eq(ready)]
+        if self.held_shape is not None:
+            # the head's part in flip-flops: the entry that will be the head, from the copy
+            # read at the two entries behind this one, or the one written now
+            held = m.submodules.held = Memory(shape=Shape.cast(self.held_shape).width,
+                                              depth=D, init=[])
+            held_write = held.write_port()
+            behind = [held.read_port(domain="comb") for _ in range(2)]
+            m.d.comb += [held_write.addr.eq(wr), held_write.data.eq(self.w_held),
+                         held_write.en.eq(ready),
+                         behind[0].addr.eq(after(rd, 1)), behind[1].addr.eq(after(rd, 2))]
+            head = Signal(self.held_shape, reset_less=True)
+            m.d.comb += r.held.eq(head)
+            with m.If(self.level > taken):
+                with m.If(taken == 1):
+                    m.d.sync += head.eq(behind[0].data)
+                with m.Elif(taken == 2):
+                    m.d.sync += head.eq(behind[1].data)
+            with m.Elif(written):
+                m.d.sync += head.eq(self.w_held)
+
         # the write (from the ramp, late in the cycle) picks between two ready-made outcomes
         m.d.sync += rd.eq(after(rd, taken))
         with m.If(written):
