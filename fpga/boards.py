@@ -98,6 +98,9 @@ BOARDS = {
         # (docs/fpga.md).
         default_mesh=(4, 4),
         keep_tiles=False,
+        # ABC9 without the PFU multiplexers (wide LUTs): 5.7 % fewer LUT4s on the 4x4, and its
+        # fmax at seed 1 35.9 MHz against 34.2 (docs/fpga.md).
+        synth_opts="-nowidelut",
         nextpnr_opts="--router router2",
         # The simulators' cores (MeshConfig's defaults) but 4 accumulator buffers, not 8: the
         # buffers are LUT RAM behind a multiplexer, and 4 of them save about 400 LUT4 a tile.
