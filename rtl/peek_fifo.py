@@ -61,9 +61,11 @@ class PeekFIFO(wiring.Component):
     the entry is the head, in flip-flops (``r.held``): what the reader decides from first
     starts at a register, not behind the LUT RAM's read. The register is loaded as the cycle
     ends with the entry that will be the head, from a copy of those parts read at the two
-    entries behind the head (one or two taken) or from ``w_held`` (the FIFO empties and is
-    written); on the core's dispatcher that takes the command FIFO's read off the path from the
-    AXPY's slot through the lane's nonzero mask to the pop, the tile's critical path.
+    entries behind the head (one or two taken) or from ``w_held`` (the FIFO empties: whether or
+    not it is written, so that ``w.valid`` is not on that path; ``held`` means nothing while
+    the FIFO is empty); on the core's dispatcher that takes the command FIFO's read off the
+    path from the AXPY's slot through the lane's nonzero mask to the pop, the tile's critical
+    path.
 
     Members
     -------
@@ -149,7 +151,9 @@ class PeekFIFO(wiring.Component):
                     m.d.sync += head.eq(behind[0].data)
                 with m.Elif(taken == 2):
                     m.d.sync += head.eq(behind[1].data)
-            with m.Elif(written):
+            with m.Else():
+                # emptied: the entry written now, if any (nothing reads ``held`` while the
+                # FIFO is empty, so ``w.valid``, late in the cycle, need not decide it)
                 m.d.sync += head.eq(self.w_held)
 
         # the write (from the ramp, late in the cycle) picks between two ready-made outcomes
