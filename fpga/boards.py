@@ -82,7 +82,7 @@ BOARDS = {
         # two accumulator buffers. Results never depend on these sizes: a GEMM with more
         # tokens is cut into blocks that fit. ``-dff``: ABC9 sees the flip-flops too and drops
         # the state a 1x1 never reaches (unmapped queues, undriven inputs): one tile and the
-        # bridge fill 77 % of the logic cells instead of 89 % and close at about 22 MHz
+        # bridge fill 77 % of the logic cells instead of 89 % and close at 20 to 23 MHz
         # (docs/fpga.md; tests/test_gate_level.py runs the netlist against the RTL).
         config=dict(n_feat=8, n_tok=1, n_out=8, depth=2, acc_buffers=2, psum_depth=2),
         synth_opts="-dsp -dff",
