@@ -29,7 +29,7 @@ from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
 
 from . import toolchain
-from .cocotb_run import DEFAULT_TIMEOUT, Build, locked
+from .cocotb_run import _TIMESCALE, DEFAULT_TIMEOUT, Build, locked
 from .export import export_verilog
 from .export_mesh import TOP
 
@@ -51,7 +51,6 @@ FAMILIES = {
     "ice40": Family("synth_ice40", "ice40/cells_sim.v", (("NO_ICE40_DEFAULT_ASSIGNMENTS", 1),)),
     "ecp5": Family("synth_ecp5", "ecp5/cells_sim.v"),
 }
-_TIMESCALE = ("1ns", "1ps")
 
 
 def _family(family):

@@ -110,28 +110,35 @@ def test_lut_fifo_is_a_sync_fifo(depth):
     simulate(m, bench)
 
 
-@pytest.mark.parametrize("depth", [2, 3, 4])
-def test_peek_fifo_keeps_the_heads_held_part_in_flip_flops(depth):
-    """With a ``held_shape``, ``held`` is always the ``w_held`` written with the head, whatever
-    was taken (none, one, two) and written in the cycle before; the rest as without."""
-    dut = PeekFIFO(8, depth, peek_shape=4, held_shape=5)
-    rng = np.random.default_rng(depth)
-    model = collections.deque()
+@pytest.mark.parametrize("depth, held", [(4, False), (2, True), (3, True), (4, True)])
+def test_peek_fifo_keeps_a_peek_part_and_a_held_part(depth, held):
+    """With a ``peek_shape``, ``next`` is the ``w_peek`` written with the entry behind the head;
+    with a ``held_shape``, ``held`` is the ``w_held`` written with the head, whatever was taken
+    (none, one, two) and written in the cycle before; the head, the flags and take/take2 as
+    without either."""
+    dut = PeekFIFO(8, depth, peek_shape=4, held_shape=5 if held else None)
+    rng = np.random.default_rng(depth + 10 * held)
+    model = collections.deque()         # (payload, peek part, held part)
 
     async def bench(ctx):
         written = 0
         for _ in range(800):
             assert ctx.get(dut.r.valid) == (len(model) >= 1)
+            assert ctx.get(dut.r.next_valid) == (len(model) >= 2)
             assert ctx.get(dut.w.ready) == (len(model) < depth)
             if model:
                 assert ctx.get(dut.r.head) == model[0][0]
-                assert ctx.get(dut.r.held) == model[0][1]
+                if held:
+                    assert ctx.get(dut.r.held) == model[0][2]
+            if len(model) >= 2:
+                assert ctx.get(dut.r.next) == model[1][1]
             write, take = rng.random() < 0.6, int(rng.integers(0, 3))
-            held = int(rng.integers(0, 32))
+            entry = (written & 0xFF, (written * 7) & 0xF, int(rng.integers(0, 32)))
             ctx.set(dut.w.valid, write)
-            ctx.set(dut.w.payload, written & 0xFF)
-            ctx.set(dut.w_peek, written & 0xF)
-            ctx.set(dut.w_held, held)
+            ctx.set(dut.w.payload, entry[0])
+            ctx.set(dut.w_peek, entry[1])
+            if held:
+                ctx.set(dut.w_held, entry[2])
             ctx.set(dut.r.take, take == 1)
             ctx.set(dut.r.take2, take == 2)
             ready = len(model) < depth
@@ -141,44 +148,7 @@ def test_peek_fifo_keeps_the_heads_held_part_in_flip_flops(depth):
             elif take == 1 and model:
                 model.popleft()
             if write and ready:
-                model.append((written & 0xFF, held))
-                written += 1
-            await ctx.tick()
-
-    simulate(dut, bench)
-
-
-def test_peek_fifo_keeps_a_peek_part_for_the_entry_behind():
-    """With a ``peek_shape``, ``next`` is the ``w_peek`` written with the entry behind the
-    head; the head, the flags and take/take2 as without."""
-    dut = PeekFIFO(8, 4, peek_shape=4)
-    rng = np.random.default_rng(7)
-    model = collections.deque()
-
-    async def bench(ctx):
-        written = 0
-        for _ in range(600):
-            assert ctx.get(dut.r.valid) == (len(model) >= 1)
-            assert ctx.get(dut.r.next_valid) == (len(model) >= 2)
-            assert ctx.get(dut.w.ready) == (len(model) < 4)
-            if model:
-                assert ctx.get(dut.r.head) == model[0][0]
-            if len(model) >= 2:
-                assert ctx.get(dut.r.next) == model[1][1]
-            write, take = rng.random() < 0.6, int(rng.integers(0, 3))
-            ctx.set(dut.w.valid, write)
-            ctx.set(dut.w.payload, written & 0xFF)
-            ctx.set(dut.w_peek, (written * 7) & 0xF)
-            ctx.set(dut.r.take, take == 1)
-            ctx.set(dut.r.take2, take == 2)
-            ready = len(model) < 4
-            if take == 2 and len(model) >= 2:
-                model.popleft()
-                model.popleft()
-            elif take == 1 and model:
-                model.popleft()
-            if write and ready:
-                model.append((written & 0xFF, (written * 7) & 0xF))
+                model.append(entry)
                 written += 1
             await ctx.tick()
 

@@ -16,7 +16,7 @@ from wse.rtl.core_params import COUNTERS
 from wse.rtl.wavelet import pack
 from wse.runtime import CocotbSystem, GoldenSystem
 from wse.sim.cocotb_run import BUILD_ROOT
-from wse.sim.gate_level import build_netlist, synthesise_netlist
+from wse.sim.gate_level import MissingModels, build_netlist, synthesise_netlist
 
 from .test_compiled import Recording, run_program, same_exchange
 from .test_mesh_cocotb import random_gemm
@@ -90,3 +90,26 @@ def compare(name, seed, steps):
 def test_the_icebreaker_netlist_runs_a_gemm_like_the_rtl(figure):
     figure(compare("icebreaker", seed=5, steps=8))
 
+
+
+def test_bad_requests_are_refused_by_name(tmp_path):
+    """An unknown family, a config that is not one, a netlist that is not there: each a clear
+    error, before any tool runs."""
+    config = mesh_config(BOARDS["icebreaker"], 1, 1)
+    with pytest.raises(ValueError, match="family must be one of ice40, ecp5, not 'xc7'"):
+        synthesise_netlist(config, "xc7", "", tmp_path)
+    with pytest.raises(TypeError, match="config must be a MeshConfig"):
+        synthesise_netlist("1x1", "ice40", "", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no netlist at"):
+        build_netlist(tmp_path / "netlist.v", "ice40")
+
+
+def test_an_ecp5_netlist_names_the_cells_its_models_cannot_simulate(figure):
+    """Yosys 0.70's ECP5 models give the block RAM no behaviour and have no multiplier: the
+    ULX3S's netlist is refused naming both, not simulated with undriven outputs."""
+    board = BOARDS["ulx3s-85f"]
+    netlist = synthesise_netlist(mesh_config(board, 1, 1), board.family, board.synth_opts,
+                                 BUILD_ROOT / "gate_level" / "ulx3s-85f-1x1")
+    with pytest.raises(MissingModels, match="DP16KD.*MULT18X18D") as refused:
+        build_netlist(netlist, board.family)
+    figure(f"gate level, ulx3s-85f 1x1: {refused.value}")
