@@ -64,6 +64,10 @@ class Core(wiring.Component):
         Accumulator buffers, 2..16: a CR stalls only when every buffer but the active one waits
         for the partial-sum engine, so with more buffers a row can run that many outputs ahead
         of a slower neighbour. Timing only: results do not depend on it.
+    registered_ramp : bool
+        The router's ramp output is a register (the tile's): ``accept`` promises room for the
+        word the router grants now on top of the one on ``i``
+        (:class:`~rtl.core_input.InputSorter`).
 
     Members
     -------
@@ -89,7 +93,8 @@ class Core(wiring.Component):
         :func:`~rtl.isa.core_strap_value`.
     """
 
-    def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False):
+    def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False,
+                 registered_ramp=False):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         cmd_depth = integer("cmd_depth", cmd_depth, 2)
@@ -100,6 +105,7 @@ class Core(wiring.Component):
         self.psum_depth = psum_depth
         self.acc_buffers = acc_buffers
         self.straps = bool(straps)
+        self.registered_ramp = bool(registered_ramp)
         members = {
             "i":        In(stream.Signature(Wavelet)),
             "o":        Out(stream.Signature(Wavelet)),
@@ -122,7 +128,8 @@ class Core(wiring.Component):
 
         # -- the parts ------------------------------------------------------------------------
         sorter = m.submodules.sorter = InputSorter(p, cmd_depth=self.cmd_depth,
-                                                   psum_depth=self.psum_depth, straps=self.straps)
+                                                   psum_depth=self.psum_depth, straps=self.straps,
+                                                   registered_ramp=self.registered_ramp)
         engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
         accs = m.submodules.acc = AccBuffers(p, self.acc_buffers)
         reader = m.submodules.read = ReadEngine(p)

@@ -64,6 +64,13 @@ class InputSorter(wiring.Component):
         Entries of the command FIFO and of each psum FIFO (at least 2).
     straps : bool
         The psum colors from ``strap`` instead of ``params.colors``.
+    registered_ramp : bool
+        The ramp ends in the router's output register: what the router grants in one cycle is
+        offered on ``i`` in the next, so ``accept`` promises room for that word on top of the
+        word on ``i`` now (the register hands it over whenever the router may grant). A word
+        on ``i`` of the command FIFO's class then needs two free entries for the next to be
+        accepted, a SELECT on ``i`` decides the next ``cmd`` wavelet's fate, and a psum on
+        ``i`` holds its color's next psum back a cycle (the tile's psums take the bypass).
 
     Members
     -------
@@ -72,9 +79,10 @@ class InputSorter(wiring.Component):
     psum_n_in, psum_s_in : In(stream.Signature(32))
         Psums straight from the north and south neighbours.
     accept : Out(4)
-        What ``i`` would take this cycle: bit 0 a command of any color but ``cmd`` and the psum
-        colors (``weight``, foreign colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s``,
-        bit 3 ``cmd`` (always, while another column is selected).
+        What ``i`` would take this cycle (with ``registered_ramp``: in the next, after the word
+        on ``i`` now): bit 0 a command of any color but ``cmd`` and the psum colors
+        (``weight``, foreign colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s``, bit 3
+        ``cmd`` (always, while another column is selected).
     taken : Out(3)
         Which inputs gave a wavelet the core keeps this cycle: bit 0 ``i``, 1 ``psum_n_in``,
         2 ``psum_s_in`` (SELECTs, discarded ``cmd`` wavelets and other columns' MASKs are not
@@ -89,10 +97,12 @@ class InputSorter(wiring.Component):
         Only with ``straps=True``.
     """
 
-    def __init__(self, params, *, cmd_depth=4, psum_depth=4, straps=False):
+    def __init__(self, params, *, cmd_depth=4, psum_depth=4, straps=False,
+                 registered_ramp=False):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
+        self.registered_ramp = bool(registered_ramp)
         self.cmd_depth = integer("cmd_depth", cmd_depth, 2)
         self.psum_depth = integer("psum_depth", psum_depth, 2)
         self.straps = bool(straps)
@@ -176,11 +186,21 @@ class InputSorter(wiring.Component):
                 fifo.w.payload.eq(Mux(direct.valid, direct.payload, self.i.payload.data)),
                 fifo.w.valid.eq(direct.valid | (self.i.valid & ramp)),
             ]
-        m.d.comb += [
-            self.i.ready.eq(Mux(to_cmd, Mux(is_cmd, cmd_room, cmdq.w.ready),
-                                Mux(to_n, room[0], room[1]))),
-            self.accept.eq(Cat(cmdq.w.ready, room[0], room[1], cmd_room)),
-        ]
+        m.d.comb += self.i.ready.eq(Mux(to_cmd, Mux(is_cmd, cmd_room, cmdq.w.ready),
+                                        Mux(to_n, room[0], room[1])))
+        if not self.registered_ramp:
+            m.d.comb += self.accept.eq(Cat(cmdq.w.ready, room[0], room[1], cmd_room))
+        else:
+            # the next word, after the one on ``i`` (from the router's output register: all
+            # of it registers, so none of this waits for the router's grant)
+            entering = self.i.valid & to_cmd & ~discard
+            room_after = Mux(entering, cmdq.level < self.cmd_depth - 1, cmdq.w.ready)
+            new_col = arg[:width] == col
+            selected_after = Mux(self.i.valid & is_select, new_col & ~arg[width:].any(),
+                                 selected)
+            m.d.comb += self.accept.eq(Cat(
+                room_after, room[0] & ~(self.i.valid & to_n), room[1] & ~(self.i.valid & to_s),
+                room_after | ~selected_after))
         m.d.comb += self.taken.eq(Cat(self.i.valid & self.i.ready & ~discard,
                                       self.psum_n_in.valid & self.psum_n_in.ready,
                                       self.psum_s_in.valid & self.psum_s_in.ready))

@@ -112,14 +112,14 @@ class Tile(wiring.Component):
         self.straps = bool(straps)
         if self.straps:
             router_kwargs.pop("cfg_route", None)
-            self.router = Router(n_queues=2, ramp_rotates=True, straps=True, ramp_accept=True,
+            self.router = Router(n_queues=2, straps=True, ramp_accept=True,
                                  u_turns=False, **router_kwargs)
         else:
             queue_map = [int(c in psum_colors) for c in range(MAX_COLORS)]
-            self.router = Router(routes=routes, n_queues=2, ramp_rotates=True, ramp_accept=True,
+            self.router = Router(routes=routes, n_queues=2, ramp_accept=True,
                                  u_turns=False, queue_map=queue_map, **router_kwargs)
         self.core = Core(core, acc_buffers=acc_buffers, psum_depth=psum_depth,
-                         straps=self.straps)
+                         straps=self.straps, registered_ramp=True)
         members = {}
         for d in MESH_PORTS:
             members[f"i_{d.name.lower()}"] = In(stream.Signature(Wavelet))
