@@ -31,9 +31,10 @@ __all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles", "predict_unma
 HOP = 5
 #: Engine cycles from its start to its first add: the start and the first read.
 ENGINE_EXTRA = 2
-#: Cycles from the first intake word to the first core's dispatcher, and from the last engine
-#: token to an idle mesh.
-FILL, DRAIN = 3, 4
+#: Cycles from the first intake word to the first core's dispatcher (router queue, the ramp's
+#: register, the command FIFO: ``docs/pe.md``, "The ramp"), and from the last engine token to
+#: an idle mesh.
+FILL, DRAIN = 4, 4
 
 
 class CycleModel:

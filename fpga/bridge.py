@@ -29,7 +29,7 @@ from wse.fpga.serial_frames import (
     StatusPayload,
     WaveletPayload,
 )
-from wse.rtl.skid import SkidBuffer
+from wse.rtl.skid import RegisterStage
 from wse.rtl.validate import integer
 from wse.rtl.wavelet import WAVELET_BITS, Wavelet
 
@@ -173,13 +173,14 @@ class MeshBridge(wiring.Component):
         taken = [Signal(range(self.fifo_depth + 1), name=f"taken_{r}") for r in range(cfg.rows)]
         took = []           # a FIFO gave a wavelet (its credit)
         entered = []        # an intake took a wavelet (the exchange's first cycle)
-        # Each FIFO reaches its intake through a skid buffer: the intake's ready (which depends
-        # on the wavelet's route, looked up as it arrives) ends at the buffer's register
-        # instead of running on into the FIFO's read side. No cycle added (docs/bridge.md).
+        # Each FIFO reaches its intake through a register stage: the intake's ready (which
+        # depends on the wavelet's route, looked up as it arrives) ends at the stage's
+        # registers instead of running on into the FIFO's read side, and the intake's arrival
+        # logic starts at a flip-flop (docs/bridge.md).
         skids = []
         for r, fifo in enumerate(fifos):
             port = f"s_axis_w{r}"
-            skid = m.submodules[f"skid_{r}"] = SkidBuffer(Wavelet)
+            skid = m.submodules[f"stage_{r}"] = RegisterStage(Wavelet)
             skids.append(skid)
             m.d.comb += [skid.i.payload.eq(fifo.r_data), skid.i.valid.eq(fifo.r_rdy),
                          fifo.r_en.eq(skid.i.ready)]
@@ -201,7 +202,7 @@ class MeshBridge(wiring.Component):
                             getattr(mesh, f"m_axis_s{c}_tready"), word))
         quiet = mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any() \
             & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any() \
-            & ~Cat(*(s.full for s in skids)).any()
+            & ~Cat(*(s.busy for s in skids)).any()
         settled = Signal(range(SETTLE_CYCLES + 1))
         m.d.sync += settled.eq(Mux(quiet, settled + (settled != SETTLE_CYCLES), 0))
 

@@ -174,7 +174,7 @@ class Core(wiring.Component):
         cmd = sorter.cmd
         head, held = cmd.head, cmd.held       # ``held``: the head's class, slot, zero, in FFs
         ctrl = data.View(ControlPayload, head.data)
-        arg, op = ctrl.arg, ctrl.op.as_value()
+        arg, op = ctrl.arg, held.op.as_value()      # the opcode from flip-flops
         is_weight, is_data = held.is_weight, ~held.ctrl
         value = fmt.operand_from_bits(head.data)
         zero_value = held.zero
@@ -224,8 +224,7 @@ class Core(wiring.Component):
                 with m.Else():
                     m.d.comb += [pop.eq(1), busy.eq(1), reader.start.eq(1)]
             with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
-                raw = op == ControlOp.CR_OUT.value
-                with m.If(~raw & (split.owner == row) & ~below(split.slot, p.n_out)):
+                with m.If(~held.cr_ok):
                     m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
                 with m.Elif(accs.full):
                     m.d.comb += stall.eq(1)
@@ -252,7 +251,7 @@ class Core(wiring.Component):
         fuse = Signal()
         m.d.comb += [
             fuse.eq(axpy_done & cmd.next_valid & nxt.cr
-                    & (nxt.job.raw | (nxt.job.owner != row) | nxt.in_y) & ~accs.full),
+                    & nxt.ok & ~accs.full),
             cmd.take2.eq(fuse),
             accs.retire.eq(retire | fuse),
             # every field, in every cycle (the CR queue takes it only with ``retire``)

@@ -19,21 +19,24 @@ COMMAND = data.StructLayout({"data": 32, "ctrl": 1, "is_cmd": 1, "is_weight": 1}
 
 
 def command_held_layout(params):
-    """What the dispatcher decides an AXPY's first cycle from, kept in flip-flops while its
+    """What the dispatcher decides a command's first cycle from, kept in flip-flops while its
     entry is the command FIFO's head (``PeekFIFO``'s ``held`` part): the entry's class
-    (``ctrl``, ``is_cmd``, ``is_weight``), an AXPY's ``slot`` as the lanes' feature index,
-    whether it is in ``X`` (``slot_ok``: ``slot < n_feat``) and whether the weight is zero."""
-    return data.StructLayout({"ctrl": 1, "is_cmd": 1, "is_weight": 1,
-                              "slot": range(params.n_feat), "slot_ok": 1, "zero": 1})
+    (``ctrl``, ``is_cmd``, ``is_weight``), a control wavelet's ``op``, an AXPY's ``slot`` as
+    the lanes' feature index, whether it is in ``X`` (``slot_ok``: ``slot < n_feat``), whether
+    the weight is zero, and whether a CR or CR_OUT may hand its buffer over (``cr_ok``: not a
+    CR of this row with a result slot outside ``Y``)."""
+    return data.StructLayout({"ctrl": 1, "is_cmd": 1, "is_weight": 1, "op": ControlOp,
+                              "slot": range(params.n_feat), "slot_ok": 1, "zero": 1,
+                              "cr_ok": 1})
 
 
 def cr_ahead_layout(rows, n_out):
     """What the dispatcher sees of the command behind the one it runs: whether it is a
-    carriage return (``cr``: CR or CR_OUT, on ``cmd`` or ``weight``), whether its result slot
-    ``o // rows`` is in ``Y`` (``in_y``: ``o < n_out * rows``), and its job
-    (:func:`~rtl.isa.cr_job_layout`). It hands its buffer over unless it is a CR (not a CR_OUT)
-    of this row with a slot outside ``Y`` (an error)."""
-    return data.StructLayout({"cr": 1, "in_y": 1, "job": cr_job_layout(rows, n_out)})
+    carriage return (``cr``: CR or CR_OUT, on ``cmd`` or ``weight``), whether it may hand its
+    buffer over (``ok``: not a CR, not a CR_OUT, of this row whose result slot ``o // rows`` is
+    outside ``Y``, ``o >= n_out * rows``: an error), and its job
+    (:func:`~rtl.isa.cr_job_layout`)."""
+    return data.StructLayout({"cr": 1, "ok": 1, "job": cr_job_layout(rows, n_out)})
 
 
 class InputSorter(wiring.Component):
@@ -169,11 +172,14 @@ class InputSorter(wiring.Component):
             ahead.job.raw.eq(op == ControlOp.CR_OUT.value),
             ahead.cr.eq(self.i.payload.ctrl & (is_cmd | is_weight)
                         & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
-            ahead.in_y.eq(below(o, p.n_out * p.rows)),          # o // rows < n_out
         ]
+        row = self.strap.row if self.straps else p.row
+        m.d.comb += ahead.ok.eq(ahead.job.raw | (ahead.job.owner != row)
+                                | below(o, p.n_out * p.rows))         # o // rows < n_out
         held, weight = cmdq.w_held, data.View(WeightPayload, self.i.payload.data)
         m.d.comb += [
-            held.ctrl.eq(self.i.payload.ctrl), held.is_cmd.eq(is_cmd),
+            held.ctrl.eq(self.i.payload.ctrl), held.is_cmd.eq(is_cmd), held.op.eq(control.op),
+            held.cr_ok.eq(ahead.ok),
             held.is_weight.eq(is_weight), held.slot.eq(weight.slot),
             held.slot_ok.eq(below(weight.slot, p.n_feat)),
             held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.i.payload.data))),

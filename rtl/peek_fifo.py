@@ -121,19 +121,18 @@ class PeekFIFO(wiring.Component):
         taken = Signal(range(3))
         r = self.r
         written = self.w.valid & ready
-        left = Signal.like(self.level)          # the level after this cycle's reads
         m.d.comb += [
             self.w.ready.eq(ready),
             head_port.addr.eq(rd), next_port.addr.eq(after(rd, 1)),
             r.head.eq(head_port.data), r.next.eq(next_port.data),
             taken.eq(Mux(r.take2 & r.next_valid, 2, r.take & r.valid)),
-            left.eq(self.level - taken),
         ]
         # The free entry at ``wr`` takes the payload whether or not it is written (nothing
         # reads it until it is): its enable comes from registers, not from ``w.valid``.
         for port, payload in ((write_port, self.w.payload), (next_write, next_data)):
             if port is not None:
                 m.d.comb += [port.addr.eq(wr), port.data.eq(payload), port.en.eq(ready)]
+        head = behind = None
         if self.held_shape is not None:
             # the head's part in flip-flops: the entry that will be the head, from the copy
             # read at the two entries behind this one, or the one written now
@@ -146,24 +145,33 @@ class PeekFIFO(wiring.Component):
                          behind[0].addr.eq(after(rd, 1)), behind[1].addr.eq(after(rd, 2))]
             head = Signal(self.held_shape, reset_less=True)
             m.d.comb += r.held.eq(head)
-            with m.If(self.level > taken):
-                with m.If(taken == 1):
-                    m.d.sync += head.eq(behind[0].data)
-                with m.Elif(taken == 2):
-                    m.d.sync += head.eq(behind[1].data)
-            with m.Else():
-                # emptied: the entry written now, if any (nothing reads ``held`` while the
-                # FIFO is empty, so ``w.valid``, late in the cycle, need not decide it)
-                m.d.sync += head.eq(self.w_held)
 
-        # the write (from the ramp, late in the cycle) picks between two ready-made outcomes
-        m.d.sync += rd.eq(after(rd, taken))
-        with m.If(written):
-            m.d.sync += [wr.eq(after(wr, 1)), self.level.eq(left + 1), r.valid.eq(1),
-                         r.next_valid.eq(left >= 1), ready.eq(left < D - 1)]
-        with m.Else():
-            m.d.sync += [self.level.eq(left), r.valid.eq(left >= 1),
-                         r.next_valid.eq(left >= 2), ready.eq(left < D)]
+        # Every outcome is worked out from registers for each number of entries taken; the
+        # reader's take (late: the dispatcher's decision) and the write (from the ramp) only
+        # pick one (no subtraction or comparison after them).
+        with m.Switch(taken):
+            for t in range(3):
+                with m.Case(t):
+                    left = self.level - t               # the level after this cycle's reads
+                    m.d.sync += rd.eq(after(rd, t))
+                    with m.If(written):
+                        m.d.sync += [wr.eq(after(wr, 1)), self.level.eq(left + 1),
+                                     r.valid.eq(1), r.next_valid.eq(left >= 1),
+                                     ready.eq(left < D - 1)]
+                    with m.Else():
+                        m.d.sync += [self.level.eq(left), r.valid.eq(left >= 1),
+                                     r.next_valid.eq(left >= 2), ready.eq(left < D)]
+                    if head is None:
+                        continue
+                    # the next head: the entry ``t`` behind this one if there is one, else
+                    # the entry written now, if any (nothing reads ``held`` while the FIFO is
+                    # empty, so ``w.valid``, late in the cycle, need not decide it)
+                    if t == 0:
+                        with m.If(self.level == 0):
+                            m.d.sync += head.eq(self.w_held)
+                    else:
+                        m.d.sync += head.eq(Mux(self.level > t, behind[t - 1].data,
+                                                self.w_held))
         return m
 
 

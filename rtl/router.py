@@ -290,8 +290,13 @@ class Router(wiring.Component):
         m.d.comb += self.idle.eq(Cat(inp.empty for inp in inputs).all() & outputs_empty.all())
 
         # Drop counter and sticky error.
-        n_dropped = Signal(range(2 * len(ports) + 1))      # counted a cycle late
-        m.d.sync += n_dropped.eq(sum(inp.drops for inp in inputs))
+        # counted two cycles late: the drops as they happen into registers, their sum into the
+        # counter a cycle after (an input's drop decision is its arrival logic's last step)
+        dropped = [Signal.like(inp.drops, name=f"dropped_{p.name.lower()}")
+                   for inp, p in zip(inputs, ports)]
+        m.d.sync += [d.eq(inp.drops) for d, inp in zip(dropped, inputs)]
+        n_dropped = Signal(range(2 * len(ports) + 1))
+        m.d.comb += n_dropped.eq(sum(dropped))
         total = Signal(self.counter_width + 1)
         m.d.comb += total.eq(self.drops + n_dropped)
         limit = (1 << self.counter_width) - 1

@@ -138,11 +138,15 @@ class Tile(wiring.Component):
         m.submodules.router = router = self.router
         m.submodules.core = core = self.core
         wiring.connect(m, router.o_r, core.i)
-        wiring.connect(m, core.o, router.i_r)
+        # the core's output reaches the ramp through a skid buffer: the router input's
+        # ``ready`` (its route lookup) stops at a register instead of running into the core
+        ramp_skid = m.submodules.skid_r = SkidBuffer(Wavelet)
+        wiring.connect(m, core.o, ramp_skid.i)
+        wiring.connect(m, ramp_skid.o, router.i_r)
         colors = self.strap_core if self.straps else self.core_params.colors
         bypass = {Direction.N: (colors.psum_from_n, core.psum_n_in),
                   Direction.S: (colors.psum_from_s, core.psum_s_in)}
-        skids = []
+        skids = [ramp_skid]
         for d in MESH_PORTS:
             name = d.name.lower()
             inp, rin = getattr(self, f"i_{name}"), getattr(router, f"i_{name}")

@@ -1,6 +1,8 @@
-"""The skid buffer at the tile's mesh outputs (rtl/skid.py) in Amaranth's simulator, against a
-one-entry reference: same words in the same order, none lost or doubled, no cycle added while it
-is empty, ``i.ready`` a register, and ``o`` holding its word until it is taken."""
+"""The stream stages of rtl/skid.py in Amaranth's simulator. The skid buffer at the tile's mesh
+outputs against a one-entry reference: same words in the same order, none lost or doubled, no
+cycle added while it is empty, ``i.ready`` a register, and ``o`` holding its word until it is
+taken. The register stage at the bridge's intakes: the same words in order at one a cycle, one
+cycle later, every output a register."""
 
 import random
 
@@ -9,15 +11,15 @@ from amaranth.sim import Simulator
 
 from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import Mesh, skid_ports
-from wse.rtl.skid import SkidBuffer
+from wse.rtl.skid import RegisterStage, SkidBuffer
 from wse.rtl.tile import Tile
 
 
-def run(offers, readies):
+def run(offers, readies, stage=SkidBuffer):
     """Offer the words of ``offers`` in order (each held until taken) with ``o.ready`` from
     ``readies``, checking within every cycle that ``i.ready`` does not follow ``o.ready``;
     one record per cycle."""
-    dut = SkidBuffer(16)
+    dut = stage(16)
     log = []
 
     async def bench(ctx):
@@ -28,10 +30,13 @@ def run(offers, readies):
                 word = pending.pop(0)
             ctx.set(dut.i.valid, word is not None)
             ctx.set(dut.i.payload, word or 0)
-            ready_before = ctx.get(dut.i.ready)
+            before = ctx.get(dut.i.ready), ctx.get(dut.o.valid), ctx.get(dut.o.payload)
             ctx.set(dut.o.ready, ready)
             i_ready = ctx.get(dut.i.ready)
-            assert i_ready == ready_before, "i.ready followed o.ready within the cycle"
+            assert i_ready == before[0], "i.ready followed o.ready within the cycle"
+            if stage is RegisterStage:
+                assert (ctx.get(dut.o.valid), ctx.get(dut.o.payload)) == before[1:], \
+                    "o followed i or o.ready within the cycle"
             record = {"cycle": cycle, "in": word if word is not None and i_ready else None,
                       "i_ready": i_ready, "o_valid": ctx.get(dut.o.valid),
                       "o": ctx.get(dut.o.payload), "taken": ctx.get(dut.o.valid) and ready}
@@ -94,6 +99,42 @@ def test_skid_buffer_holds_its_word_until_taken():
     assert shown[4:7] == [(1, 8, 0), (1, 8, 1), (1, 9, 1)]
     # the spare filled in cycle 0 (7 refused), so the input waited until 7 left
     assert [e["i_ready"] for e in log[:5]] == [1, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_register_stage_keeps_order_and_the_stream_rule_under_random_backpressure(seed):
+    rng = random.Random(seed)
+    offers = [rng.randrange(1, 1 << 16) for _ in range(300)]
+    readies = [int(rng.random() < (0.3, 0.6, 0.9)[seed % 3]) for _ in range(800)]
+    log = run(offers, readies, RegisterStage)
+    got = [e["o"] for e in log if e["taken"]]
+    assert got == offers[:len(got)] and len(got) > 100
+    taken_in = [e["in"] for e in log if e["in"] is not None]
+    assert taken_in == offers[:len(taken_in)]
+    # the stream rule on ``o``, and never more than two words inside
+    for before, after in zip(log, log[1:]):
+        if before["o_valid"] and not before["taken"]:
+            assert (after["o_valid"], after["o"]) == (1, before["o"]), "o changed before taken"
+    inside = 0
+    for e in log:
+        assert inside <= 2
+        inside += (e["in"] is not None) - bool(e["taken"])
+
+
+def test_register_stage_runs_at_full_rate_one_cycle_later():
+    offers = list(range(1, 21))
+    log = run(offers, [1] * 22, RegisterStage)
+    assert [(e["cycle"], e["o"]) for e in log if e["taken"]] == \
+        [(c + 1, w) for c, w in enumerate(offers)]
+    assert all(e["i_ready"] for e in log)
+
+
+def test_register_stage_refills_without_a_bubble_after_a_stall():
+    log = run([7, 8, 9, 10], [0, 0, 0, 1, 1, 1, 1, 1], RegisterStage)
+    shown = [(e["o_valid"], e["o"], e["taken"]) for e in log]
+    # 7 entered in cycle 0, 8 went to the spare in cycle 1 (7 refused); from cycle 3 one a cycle
+    assert shown[1:7] == [(1, 7, 0), (1, 7, 0), (1, 7, 1), (1, 8, 1), (1, 9, 1), (1, 10, 1)]
+    assert [e["i_ready"] for e in log[:5]] == [1, 1, 0, 0, 1]
 
 
 def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
