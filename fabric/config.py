@@ -35,6 +35,9 @@ class MeshConfig:
     accumulator buffers and psum FIFO depth (timing only: results never depend on them; 8 and
     16 let a row run a few outputs ahead of its neighbours: on a 4x4 mesh (before the psum
     bypass), a 64x64 GEMM at 90 % sparsity took 1022 cycles with them, 1089 with 4 and 4).
+    ``counter_adders`` (1 or 2) is how the cores' counters are built: one 32-bit adder shared
+    by the READ engine and the counters' updates, or one each (the same counts in the same
+    cycles, on a shorter path: the iCEBreaker's choice, ``docs/fpga.md``).
     ``reply_colors`` is the color plan's (``None``: as many as fit, ``min(rows, 18)``; fewer
     make rows share them on a small mesh as they do on a large one).
     """
@@ -49,12 +52,15 @@ class MeshConfig:
     depth: int = 4
     acc_buffers: int = 8
     psum_depth: int = 16
+    counter_adders: int = 1
     reply_colors: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "fmt", number_format(self.fmt))
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
             object.__setattr__(self, name, count(name, getattr(self, name)))
+        if self.counter_adders not in (1, 2) or isinstance(self.counter_adders, bool):
+            raise ValueError(f"counter_adders must be 1 or 2, not {self.counter_adders!r}")
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
                                                    reply_colors=self.reply_colors))
         self.core(0, 0)      # validates the core parameters

@@ -95,7 +95,9 @@ class Mesh(wiring.Component):
         return Tile(self.config.core(r, c), routes=plan.routes(r, c), n_colors=plan.n_colors,
                     cfg_color=plan.cfg_color, cfg_route=plan.cfg_route(r, c),
                     depth=self.config.depth, acc_buffers=self.config.acc_buffers,
-                    psum_depth=self.config.psum_depth, skids=skid_ports(self.config, r, c))
+                    psum_depth=self.config.psum_depth,
+                    counter_adders=self.config.counter_adders,
+                    skids=skid_ports(self.config, r, c))
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
@@ -169,7 +171,7 @@ def _strapped_tile(config):
     plan = config.plan
     return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
                 depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth,
-                skids=skid_ports(config))
+                counter_adders=config.counter_adders, skids=skid_ports(config))
 
 
 @cache

@@ -79,12 +79,14 @@ BOARDS = {
         # The UP5K has 5280 logic cells, 30 4-kbit block RAMs and 8 DSPs, and no LUT RAM: the
         # router's queues and route copies and the core's accumulators are flip-flops here.
         # Small cores (8 features, 1 token, 8 outputs), 2-deep router queues and psum FIFOs,
-        # two accumulator buffers. Results never depend on these sizes: a GEMM with more
-        # tokens is cut into blocks that fit. ``-dff``: ABC9 sees the flip-flops too and drops
-        # the state a 1x1 never reaches (unmapped queues, undriven inputs): one tile and the
-        # bridge fill 77 % of the logic cells instead of 89 % and close at 20 to 23 MHz
-        # (docs/fpga.md; tests/test_gate_level.py runs the netlist against the RTL).
-        config=dict(n_feat=8, n_tok=1, n_out=8, depth=2, acc_buffers=2, psum_depth=2),
+        # two accumulator buffers; the counters with an adder for the READ engine of its own
+        # (the same counts: their shared adder was the critical path once the ramp was
+        # registered). Results never depend on these choices: a GEMM with more tokens is cut
+        # into blocks that fit. ``-dff``: ABC9 sees the flip-flops too and drops the state a
+        # 1x1 never reaches (unmapped queues, undriven inputs): 89 % of the logic cells went
+        # to 77 % (docs/fpga.md; tests/test_gate_level.py runs the netlist against the RTL).
+        config=dict(n_feat=8, n_tok=1, n_out=8, depth=2, acc_buffers=2, psum_depth=2,
+                    counter_adders=2),
         synth_opts="-dsp -dff",
         reset_button=("button", 0),
         leds={"heartbeat": ("led", 1), "error": ("led", 0)},

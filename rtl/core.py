@@ -64,6 +64,9 @@ class Core(wiring.Component):
         Accumulator buffers, 2..16: a CR stalls only when every buffer but the active one waits
         for the partial-sum engine, so with more buffers a row can run that many outputs ahead
         of a slower neighbour. Timing only: results do not depend on it.
+    counter_adders : int
+        The :class:`~rtl.core_count.CounterBank`'s adders: 1 or 2 (the same counts on a
+        shorter path, for more logic).
     registered_ramp : bool
         The router's ramp output is a register (the tile's): ``accept`` promises room for the
         word the router grants now on top of the one on ``i``
@@ -94,7 +97,7 @@ class Core(wiring.Component):
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False,
-                 registered_ramp=False):
+                 registered_ramp=False, counter_adders=1):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         cmd_depth = integer("cmd_depth", cmd_depth, 2)
@@ -106,6 +109,7 @@ class Core(wiring.Component):
         self.acc_buffers = acc_buffers
         self.straps = bool(straps)
         self.registered_ramp = bool(registered_ramp)
+        self.counter_adders = integer("counter_adders", counter_adders, 1, 2)
         members = {
             "i":        In(stream.Signature(Wavelet)),
             "o":        Out(stream.Signature(Wavelet)),
@@ -133,7 +137,7 @@ class Core(wiring.Component):
         engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
         accs = m.submodules.acc = AccBuffers(p, self.acc_buffers)
         reader = m.submodules.read = ReadEngine(p)
-        bank = m.submodules.counters = CounterBank(p)
+        bank = m.submodules.counters = CounterBank(p, adders=self.counter_adders)
         inc = bank.inc
         wiring.connect(m, reader.count, bank.port)
         lanes = [AxpyLane(p, b) for b in range(p.lanes)]

@@ -1,4 +1,4 @@
-"""The core's counters (``docs/pe.md``, "Counters"): 32-bit values in LUT RAM, one adder."""
+"""The core's counters (``docs/pe.md``, "Counters"): 32-bit values in LUT RAM, a shared adder."""
 
 from amaranth.hdl import Array, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
@@ -6,6 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .core_params import COUNTERS, CoreParams
+from .validate import integer
 
 __all__ = ["BANKED", "LESS_BITS", "CounterReadSignature", "CounterBank", "counter_inc_layout"]
 
@@ -61,20 +62,29 @@ class CounterBank(wiring.Component):
 
     Each counter is an entry of one 8 x 32-bit LUT RAM plus a few pending bits: a small
     register per counter adds the cycle's increment (``inc``); every cycle one entry (in turn)
-    takes its pending count through the one 32-bit adder, and its pending register restarts
-    from the cycle's increment. A counter's value is its entry plus its pending count: a read
-    (``port``) puts that counter through the adder instead (its visit waits a cycle), so the
-    read costs no multiplexer of 32-bit values, and ``less`` comes off on the way (the READ
-    engine's own increments, for the counters it reports as they were when it started).
+    takes its pending count through a 32-bit adder, and its pending register restarts from the
+    cycle's increment. A counter's value is its entry plus its pending count: a read (``port``)
+    puts that counter through the adder instead (a cycle that reads writes nothing back: its
+    visit waits a cycle), so the read costs no multiplexer of 32-bit values, and ``less`` comes
+    off on the way (the READ engine's own increments, for the counters it reports as they were
+    when it started). With ``adders=2`` the read has a read port and an adder of its own: the
+    same values in the same cycles, on a shorter path (the iCE40's choice, ``docs/fpga.md``).
     Entries are visited at least every 16 cycles (:data:`_VISIT`), so a pending register needs
     ``log2(16 * largest increment)`` bits. Reset clears the pending registers and a flag per
     entry ("written since reset"; an entry whose flag is clear reads 0): one reset edge clears
     the counters, the LUT RAM keeps no state across it. About 1 place a bit of the pending
-    registers, 8 LUT-RAM cells, a 32-bit adder and the 32-bit gate of the flag; a counter of
-    its own took a 32-bit adder and its 32 bits of the READ multiplexer.
+    registers, 8 LUT-RAM cells a read port, a 32-bit adder and the 32-bit gate of the flag (a
+    second of each with ``adders=2``); a counter of its own took a 32-bit adder and its 32
+    bits of the READ multiplexer.
 
     Latency: ``inc`` is counted in the cycle it is given. Bad input: none (``read`` in two
     cycles in a row would stretch a visit; the READ engine never does it).
+
+    Parameters
+    ----------
+    params : CoreParams
+    adders : int
+        1 (the reader and the visits share one read port and adder) or 2 (one each).
 
     Members
     -------
@@ -84,10 +94,11 @@ class CounterBank(wiring.Component):
         The READ engine's reads.
     """
 
-    def __init__(self, params):
+    def __init__(self, params, *, adders=1):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
+        self.adders = integer("adders", adders, 1, 2)
         super().__init__({
             "inc":  In(counter_inc_layout(params.n_tok)),
             "port": In(CounterReadSignature()),
@@ -98,10 +109,8 @@ class CounterBank(wiring.Component):
         log_tok = self.params.n_tok.bit_length() - 1
         port = self.port
         store = m.submodules.store = Memory(shape=32, depth=len(BANKED), init=[])
-        rp, wp = store.read_port(domain="comb"), store.write_port()
         visit = Signal(range(len(BANKED)))         # the entry that takes its pending count
         written = Signal(len(BANKED))              # entries written since reset
-        at = Mux(port.read, port.index, visit)
         pending = []
         largest = {"macs_issued": self.params.n_tok, "macs_skipped_act": self.params.n_tok,
                    "wavelets_in": 3}
@@ -113,14 +122,30 @@ class CounterBank(wiring.Component):
             with m.Else():
                 m.d.sync += count.eq(count + inc)
             pending.append(count << log_tok if name == "macs_skipped_weight" else count)
-        # the pending count less what the reader takes off: a few bits, signed, then one adder
-        delta = Signal(signed(max(max(len(p) for p in pending), LESS_BITS) + 1))
-        m.d.comb += [
-            rp.addr.eq(at),
-            delta.eq(Array(pending)[at] - port.less),
-            port.value.eq(Mux(written.bit_select(at, 1), rp.data, 0) + delta),
-            wp.addr.eq(visit), wp.data.eq(port.value), wp.en.eq(~port.read),
-        ]
+        # The pending counts: a few bits each, signed, then 32-bit adders. With one adder the
+        # reader's counter and the visited entry share it (the address a multiplexer of
+        # ``index`` and ``visit`` by ``read``); with two, each has a read port and an adder of
+        # its own, from its own address register, so whether this cycle reads only picks what
+        # is written back and is on neither sum's path.
+        width = max(max(len(p) for p in pending), LESS_BITS) + 1
+        if self.adders == 1:
+            reads = [(Mux(port.read, port.index, visit), port.less)]
+        else:
+            reads = [(port.index, port.less), (visit, 0)]
+        sums = []
+        for at, less in reads:
+            rp = store.read_port(domain="comb")
+            delta = Signal(signed(width))
+            total = Signal(32)
+            m.d.comb += [
+                rp.addr.eq(at),
+                delta.eq(Array(pending)[at] - less),
+                total.eq(Mux(written.bit_select(at, 1), rp.data, 0) + delta),
+            ]
+            sums.append(total)
+        wp = store.write_port()
+        m.d.comb += [port.value.eq(sums[0]), wp.addr.eq(visit), wp.data.eq(sums[-1]),
+                     wp.en.eq(~port.read)]
         with m.If(~port.read):
             m.d.sync += [visit.eq(visit + 1), written.bit_select(visit, 1).eq(1)]
         return m

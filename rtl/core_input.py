@@ -53,7 +53,8 @@ class InputSorter(wiring.Component):
     would (``accept`` looks at colors, not at payloads, so the router would not offer it
     earlier anyway): timing only, it never enters the FIFO.
     ``psum_n_in`` / ``psum_s_in`` (the tile's bypass) write the same psum FIFOs with priority
-    over the ramp: ``i`` takes a psum only in a cycle when its bypass offers none. A wavelet a
+    over the ramp (with ``registered_ramp`` the ramp's goes first): ``i`` takes a psum only in
+    a cycle when its bypass offers none. A wavelet a
     cycle on each of the three inputs, at once.
 
     Latency: an entry written in one cycle is at the FIFO's head in the next; a SELECT taken in
@@ -69,16 +70,19 @@ class InputSorter(wiring.Component):
         The psum colors from ``strap`` instead of ``params.colors``.
     registered_ramp : bool
         The ramp ends in the router's output register: what the router grants in one cycle is
-        offered on ``i`` in the next, so ``accept`` promises room for that word on top of the
-        word on ``i`` now (the register hands it over whenever the router may grant). A word
-        on ``i`` of the command FIFO's class then needs two free entries for the next to be
-        accepted, a SELECT on ``i`` decides the next ``cmd`` wavelet's fate, and a psum on
-        ``i`` holds its color's next psum back a cycle (the tile's psums take the bypass).
+        offered on ``i`` in the next, so ``accept`` is a promise for the next cycle, on top of
+        the word on ``i`` now, and ``i.ready`` is always 1 (whatever is offered on ``i`` was
+        promised: the source must offer nothing else). A word on ``i`` that enters the command
+        FIFO then needs two free entries for the next to be accepted, a SELECT on ``i`` decides
+        the next ``cmd`` wavelet's fate, and a psum is accepted only while its FIFO is empty;
+        a psum on ``i`` goes into its FIFO before the bypass's (the tile's psums take the
+        bypass: ramp psums are rare).
 
     Members
     -------
     i : In(stream.Signature(Wavelet))
-        From the router's ramp; ``ready`` depends on the offered color.
+        From the router's ramp; ``ready`` depends on the offered color (always 1 with
+        ``registered_ramp``).
     psum_n_in, psum_s_in : In(stream.Signature(32))
         Psums straight from the north and south neighbours.
     accept : Out(4)
@@ -184,29 +188,45 @@ class InputSorter(wiring.Component):
             held.slot_ok.eq(below(weight.slot, p.n_feat)),
             held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.i.payload.data))),
         ]
+        registered = self.registered_ramp
         room = []
         for fifo, direct, ramp in ((pnq, self.psum_n_in, to_n), (psq, self.psum_s_in, to_s)):
-            room.append(fifo.w.ready & ~direct.valid)
+            from_ramp = self.i.valid & ramp
+            if registered:      # the ramp's psum was promised room: it goes first
+                room.append(~fifo.r.valid)
+                m.d.comb += [
+                    direct.ready.eq(fifo.w.ready & ~from_ramp),
+                    fifo.w.payload.eq(Mux(from_ramp, self.i.payload.data, direct.payload)),
+                ]
+            else:               # the bypass goes first
+                room.append(fifo.w.ready & ~direct.valid)
+                m.d.comb += [
+                    direct.ready.eq(fifo.w.ready),
+                    fifo.w.payload.eq(Mux(direct.valid, direct.payload, self.i.payload.data)),
+                ]
+            m.d.comb += fifo.w.valid.eq(direct.valid | from_ramp)
+        if not registered:
             m.d.comb += [
-                direct.ready.eq(fifo.w.ready),
-                fifo.w.payload.eq(Mux(direct.valid, direct.payload, self.i.payload.data)),
-                fifo.w.valid.eq(direct.valid | (self.i.valid & ramp)),
+                self.i.ready.eq(Mux(to_cmd, Mux(is_cmd, cmd_room, cmdq.w.ready),
+                                    Mux(to_n, room[0], room[1]))),
+                self.accept.eq(Cat(cmdq.w.ready, room[0], room[1], cmd_room)),
             ]
-        m.d.comb += self.i.ready.eq(Mux(to_cmd, Mux(is_cmd, cmd_room, cmdq.w.ready),
-                                        Mux(to_n, room[0], room[1])))
-        if not self.registered_ramp:
-            m.d.comb += self.accept.eq(Cat(cmdq.w.ready, room[0], room[1], cmd_room))
         else:
-            # the next word, after the one on ``i`` (from the router's output register: all
-            # of it registers, so none of this waits for the router's grant)
+            # What may follow the word on ``i`` (the ramp's register) in the next cycle, all
+            # of it from registers: the router grants only that, so ``i`` always takes its word
+            # (``ready`` is 1) and the router's ramp is never held up by the core's decode.
+            # Command FIFO: room for one more after the word on ``i``, if it enters. Psums: only
+            # into an empty FIFO (by then at most one word in it: the bypass waits for a psum
+            # on ``i``); ramp psums are rare (the tile's take the bypass).
             entering = self.i.valid & to_cmd & ~discard
             room_after = Mux(entering, cmdq.level < self.cmd_depth - 1, cmdq.w.ready)
             new_col = arg[:width] == col
             selected_after = Mux(self.i.valid & is_select, new_col & ~arg[width:].any(),
                                  selected)
-            m.d.comb += self.accept.eq(Cat(
-                room_after, room[0] & ~(self.i.valid & to_n), room[1] & ~(self.i.valid & to_s),
-                room_after | ~selected_after))
+            m.d.comb += [
+                self.i.ready.eq(1),
+                self.accept.eq(Cat(room_after, room[0], room[1], room_after | ~selected_after)),
+            ]
         m.d.comb += self.taken.eq(Cat(self.i.valid & self.i.ready & ~discard,
                                       self.psum_n_in.valid & self.psum_n_in.ready,
                                       self.psum_s_in.valid & self.psum_s_in.ready))

@@ -73,9 +73,10 @@ class Router(wiring.Component):
     counter_width : int
         Width of ``drops`` (16 by default: it saturates, and ``error`` stays set).
     ramp_accept : bool
-        The core says, per color, what it can take this cycle (``ramp_accept``): the ramp
-        output arbitrates only among queue heads of those colors, so it never spends a cycle
-        offering a wavelet the core must refuse.
+        The core says, per color, what it can take (``ramp_accept``): the ramp output
+        arbitrates only among queue heads of those colors, so it never spends a cycle offering
+        a wavelet the core must refuse. With a registered ramp (a tile's) the core's word is a
+        promise for the next cycle, when the granted wavelet reaches it (``docs/pe.md``).
     u_turns : bool
         Whether a route may send a wavelet back out of the port it came in by. Without, that
         copy is not made (a route left with no output drops the wavelet) and every output's
@@ -86,8 +87,9 @@ class Router(wiring.Component):
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
     ramp_rotates : bool
         The ramp output is not registered: it offers the crossbar's choice directly and the
-        core may refuse it (the next cycle another head is offered). A core that takes psums
-        while its command queue is full needs this to avoid a deadlock (``docs/pe.md``). Off by
+        core may refuse it (the next cycle another head is offered). The first tile's core,
+        which took psums while its command queue was full, needed this to avoid a deadlock;
+        tiles now use ``ramp_accept`` with a registered ramp instead (``docs/pe.md``). Off by
         default: every output is then a register and follows the stream rule.
 
     Members
@@ -104,7 +106,8 @@ class Router(wiring.Component):
         Every queue and output register is empty (nothing in flight in this router).
     ramp_accept : In(32)
         Only with ``ramp_accept=True``: bit ``c`` set when the core would take a wavelet of
-        color ``c`` this cycle.
+        color ``c`` granted this cycle (offered now, or in the next cycle from the ramp's
+        output register).
     route_init, cfg_route_init, queue_map_init : In
         Only with ``straps=True``: the initial route table (position 0 of each color, a
         :func:`~rtl.isa.route_straps_layout`), the configuration route (a

@@ -45,11 +45,13 @@ def strap_values(core, routes, cfg_route):
 class Tile(wiring.Component):
     """A :class:`~rtl.router.Router` with a :class:`~rtl.core.Core` on its ramp.
 
-    The router's ramp rotates (``ramp_rotates=True``) and the core's psum colors get a router
-    queue of their own (queue 1; everything else queue 0), so psums reach the core while it
-    cannot take another command (``docs/pe.md``, "Why the ramp rotates"). The core tells the
-    router which colors it can take this cycle (``ramp_accept``), so the ramp only offers those:
-    a command the core must refuse never costs the psums a cycle of the ramp.
+    The core's psum colors get a router queue of their own (queue 1; everything else queue 0),
+    and the core tells the router which colors it can take (``ramp_accept``), so the ramp only
+    grants those: a command the core must refuse never stands in front of a psum. The ramp is a
+    register like the router's other outputs and the core's ``accept`` a promise for the next
+    cycle (``Core(registered_ramp=True)``): the core takes the ramp's word at once
+    (``docs/pe.md``, "The ramp: the core says what it can take"). The core's output reaches the
+    ramp input through a :class:`~rtl.skid.SkidBuffer`.
 
     Psums bypass the router: a wavelet of the core's ``psum_from_n`` color arriving on ``i_n``
     (``psum_from_s`` on ``i_s``) goes straight into the core's psum FIFO, so the owner of an
@@ -62,8 +64,9 @@ class Tile(wiring.Component):
         The core's parameters.
     routes : RouteTable or dict
         The router's initial route table (the mesh's color plan computes it).
-    acc_buffers, psum_depth : int
-        The core's accumulator buffers and psum FIFO depth (:class:`~rtl.core.Core`).
+    acc_buffers, psum_depth, counter_adders : int
+        The core's accumulator buffers, psum FIFO depth and counter adders
+        (:class:`~rtl.core.Core`).
     straps : bool
         Routes, colors, row and column from input ports (below).
     skids : str
@@ -97,8 +100,8 @@ class Tile(wiring.Component):
         :func:`strap_values` gives the constants.
     """
 
-    def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, straps=False,
-                 skids="NESW", **router_kwargs):
+    def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, counter_adders=1,
+                 straps=False, skids="NESW", **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
         for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept", "u_turns"):
@@ -119,7 +122,8 @@ class Tile(wiring.Component):
             self.router = Router(routes=routes, n_queues=2, ramp_accept=True,
                                  u_turns=False, queue_map=queue_map, **router_kwargs)
         self.core = Core(core, acc_buffers=acc_buffers, psum_depth=psum_depth,
-                         straps=self.straps, registered_ramp=True)
+                         counter_adders=counter_adders, straps=self.straps,
+                         registered_ramp=True)
         members = {}
         for d in MESH_PORTS:
             members[f"i_{d.name.lower()}"] = In(stream.Signature(Wavelet))

@@ -87,6 +87,7 @@ def core_parameters(config):
         "depth": "router input queue depth, in wavelets",
         "acc_buffers": "accumulator buffers per core",
         "psum_depth": "psum FIFO depth per core, in wavelets",
+        "counter_adders": "32-bit adders of each core's counters (1 or 2: same counts)",
         "edges": "edges with ports in both directions besides the W intakes and S outlets",
         "fmt": "number format: fixed point (operand width, fraction bits, accumulator width) "
                "or bf16 (binary32 accumulators)",

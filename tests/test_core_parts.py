@@ -166,6 +166,93 @@ def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority(col, cols):
     assert discarded[0] > 20
 
 
+@pytest.mark.parametrize("col", [0, 2])
+def test_input_sorter_keeps_its_promise_to_a_registered_ramp(col):
+    """``registered_ramp=True``: the bench is the router's ramp register. Each cycle it reads
+    ``accept`` (a promise for the next cycle) and loads a random word of a promised class, or
+    none; the word is on ``i`` in the next cycle, where the sorter must take it (``i.ready``
+    is 1). Every word comes out of its FIFO in order, none lost: a broken promise shows as a
+    lost word. SELECTs, other columns' MASKs and commands for another column are discarded, a
+    ramp psum goes into its FIFO before the bypass's. The bench drains the command FIFO
+    slowly, so the promise is tested at full FIFOs; every class gets through."""
+    params = CoreParams(col=col, cols=4)
+    c = params.colors
+    dut = InputSorter(params, cmd_depth=3, psum_depth=2, registered_ramp=True)
+    rng = np.random.default_rng(7 + col)
+    cls_of = {c.psum_from_n: 1, c.psum_from_s: 2, c.cmd: 3}
+    colors = [c.cmd, c.cmd, c.cmd, c.weight, c.weight, c.psum_from_n, c.psum_from_s, 30]
+    want = {"cmd": [], "n": [], "s": []}
+    got = {"cmd": [], "n": [], "s": []}
+    selected = [0]
+    offered = collections.Counter()
+
+    async def bench(ctx):
+        reg = None                              # (word, color, select arg, other mask) on i
+        for cycle in range(2500):
+            ctx.set(dut.i.valid, reg is not None)
+            ctx.set(dut.i.payload.as_value(), reg[0] if reg else 0)
+            offers = [bool(v) for v in rng.random(2) < 0.3]
+            ctx.set(dut.psum_n_in.valid, offers[0])
+            ctx.set(dut.psum_n_in.payload, 100000 + cycle)
+            ctx.set(dut.psum_s_in.valid, offers[1])
+            ctx.set(dut.psum_s_in.payload, 200000 + cycle)
+            drain = [bool(v) for v in rng.random(3) < [0.3, 0.5, 0.5]]
+            ctx.set(dut.cmd.take, drain[0])
+            ctx.set(dut.psum_n.ready, drain[1])
+            ctx.set(dut.psum_s.ready, drain[2])
+            if reg is not None:
+                assert ctx.get(dut.i.ready), "the sorter refused a promised word"
+            accept = ctx.get(dut.accept)
+            took = [offers[0] and ctx.get(dut.psum_n_in.ready),
+                    offers[1] and ctx.get(dut.psum_s_in.ready)]
+            if reg is not None and reg[1] in (c.psum_from_n, c.psum_from_s):
+                assert not took[cls_of[reg[1]] - 1], "the bypass went before the ramp's psum"
+            if ctx.get(dut.cmd.valid) and drain[0]:
+                head = ctx.get(dut.cmd.head)
+                got["cmd"].append(int(WAVELET.pack(
+                    data=head.data, ctrl=head.ctrl,
+                    color=c.cmd if head.is_cmd else c.weight if head.is_weight else 30)))
+            for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
+                if ctx.get(port.ready) and ctx.get(port.valid):
+                    got[key].append(ctx.get(port.payload))
+            # the word on i: into its FIFO now (psums before this cycle's bypass word)
+            if reg is not None:
+                word, color, select, other_mask = reg
+                if color in (c.psum_from_n, c.psum_from_s):
+                    want["n" if color == c.psum_from_n else "s"].append(word & 0xFFFFFFFF)
+                elif select is not None:
+                    selected[0] = select
+                elif not other_mask and (color != c.cmd or selected[0] == col):
+                    want["cmd"].append(word)
+            for key, t, base in (("n", took[0], 100000), ("s", took[1], 200000)):
+                if t:
+                    want[key].append(base + cycle)
+            # the router: a word of a promised class, or none
+            reg = None
+            color = int(rng.choice(colors))
+            if rng.random() < 0.85 and accept >> cls_of.get(color, 0) & 1:
+                select = None
+                other_mask = False
+                if color == c.cmd and rng.random() < 0.35:
+                    select = int(rng.choice([col, col + 1, 1 << 20]))
+                    word = int(WAVELET.pack(data=select_data(select), color=color, ctrl=1))
+                elif color in (c.cmd, c.weight) and rng.random() < 0.15:
+                    which = int(rng.choice([col, col + 1]))
+                    other_mask = which != col
+                    word = int(WAVELET.pack(data=mask_data(which, 0, cycle & 0xFFFF),
+                                            color=color, ctrl=1))
+                else:
+                    word = int(WAVELET.pack(data=cycle, color=color, ctrl=0))
+                reg = (word, color, select, other_mask)
+                offered[color] += 1
+            await ctx.tick()
+
+    simulate(dut, bench)
+    for key in got:
+        assert got[key] == want[key][:len(got[key])] and len(got[key]) > 20, key
+    assert all(offered[color] > 20 for color in set(colors)), offered
+
+
 @pytest.mark.parametrize("tpb", [1, 4, 8])
 def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
     """LOAD a bank, then AXPYs: each takes max(1, nonzero tokens) cycles and adds

@@ -32,13 +32,14 @@ def simulate(dut, bench, domain=None):
     sim.run()
 
 
-@pytest.mark.parametrize("n_tok", [1, 8, 64])
-def test_counter_bank_counts_every_increment_and_reads_any_counter(n_tok):
+@pytest.mark.parametrize("n_tok,adders", [(1, 1), (8, 1), (64, 1), (1, 2), (8, 2)])
+def test_counter_bank_counts_every_increment_and_reads_any_counter(n_tok, adders):
     """Random increments every cycle, the largest ones in bursts; reads (never two cycles in a
     row) of random counters with random ``less``; two resets on the way, one of them while
     every counter has pending counts. Each read returns the count before its cycle, less
-    ``less``, modulo 2**32; counters start from 0 (not from what the LUT RAM still holds)."""
-    dut = CounterBank(CoreParams(n_tok=n_tok))
+    ``less``, modulo 2**32; counters start from 0 (not from what the LUT RAM still holds).
+    With one adder or two (the READ engine's own), the same values."""
+    dut = CounterBank(CoreParams(n_tok=n_tok), adders=adders)
     domain = ClockDomain("sync")
     rng = np.random.default_rng(n_tok)
     largest = {"macs_issued": n_tok, "macs_skipped_act": n_tok, "wavelets_in": 3}
@@ -195,3 +196,9 @@ def test_acc_buffers_read_zero_after_a_reset():
 
     simulate(dut, bench, domain)
     assert got == [0, 7, 0, 0]
+
+
+@pytest.mark.parametrize("adders", [0, 3, True])
+def test_counter_bank_refuses_a_bad_adder_count(adders):
+    with pytest.raises((TypeError, ValueError), match="adders"):
+        CounterBank(CoreParams(), adders=adders)

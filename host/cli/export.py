@@ -19,6 +19,8 @@ _CORE_OPTIONS = (
     ("--depth", "depth", int, "Router input queue depth."),
     ("--acc-buffers", "acc_buffers", int, "Accumulator buffers per core."),
     ("--psum-depth", "psum_depth", int, "Psum FIFO depth per core."),
+    ("--counter-adders", "counter_adders", int,
+     "32-bit adders of each core's counters: 1, or 2 (the same counts on a shorter path)."),
     ("--edges", "edges", str, "Edges (of NESW) with ports in both directions as well."),
 )
 
