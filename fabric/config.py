@@ -59,7 +59,7 @@ class MeshConfig:
         object.__setattr__(self, "fmt", number_format(self.fmt))
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
             object.__setattr__(self, name, count(name, getattr(self, name)))
-        if self.counter_adders not in (1, 2) or isinstance(self.counter_adders, bool):
+        if type(self.counter_adders) is not int or self.counter_adders not in (1, 2):
             raise ValueError(f"counter_adders must be 1 or 2, not {self.counter_adders!r}")
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
                                                    reply_colors=self.reply_colors))

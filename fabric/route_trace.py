@@ -134,7 +134,8 @@ def find_cycle(graph):
 def dependency_graph(flows, hops_of, rows, cols, queue_of):
     """The channel dependency graph of the router queues: node ``(r, c, in_port, queue)``; an
     edge means a wavelet at that queue's head can wait for room in the next one. Cores and edge
-    ports are sinks: a core takes every class on its own FIFO (the ramp rotates) and the host
+    ports are sinks: a core takes every class on its own FIFO (the ramp offers only what the core
+    promised to take, and an input moves on to its other queue while a head waits) and the host
     drains the outlets."""
     graph = {}
     for flow in flows:

@@ -43,7 +43,8 @@ class Core(wiring.Component):
     :class:`~rtl.core_rows.RowSplit`, no divider) hands the active buffer of the
     :class:`~rtl.core_acc.AccBuffers` to the :class:`~rtl.psum.PsumEngine`, switches to the
     next (zeroed) buffer and sets every gate bit again. The counters are a
-    :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder), read by the READ engine.
+    :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder, or two), read by the READ
+    engine.
 
     Latency: an AXPY's last accumulation lands 2 cycles after its last issue. Throughput: one
     command per cycle, an AXPY in ``max(1, max over banks of nonzero gated tokens)`` cycles. A CR
@@ -75,7 +76,8 @@ class Core(wiring.Component):
     Members
     -------
     i : In(stream.Signature(Wavelet))
-        From the router's ramp (its ``ready`` depends on the offered color).
+        From the router's ramp (its ``ready`` depends on the offered color; with
+        ``registered_ramp`` it is 1: whatever is offered was promised by ``accept``).
     o : Out(stream.Signature(Wavelet))
         To the router's ramp: psums and READ replies.
     error, overflow : Out(1)
@@ -84,9 +86,10 @@ class Core(wiring.Component):
         Nothing queued, running or waiting to be sent: every command taken so far has had its
         full effect.
     accept : Out(4)
-        What ``i`` would take this cycle, by class: bit 0 a command (any color but ``cmd`` and
-        the psum colors), bit 1 ``psum_from_n``, bit 2 ``psum_from_s``, bit 3 ``cmd`` (for the
-        router's ramp; :class:`~rtl.core_input.InputSorter`).
+        What ``i`` would take this cycle (with ``registered_ramp``: in the next, after the word
+        on ``i`` now), by class: bit 0 a command (any color but ``cmd`` and the psum colors),
+        bit 1 ``psum_from_n``, bit 2 ``psum_from_s``, bit 3 ``cmd`` (for the router's ramp;
+        :class:`~rtl.core_input.InputSorter`).
     psum_n_in, psum_s_in : In(stream.Signature(32))
         Psums straight from the north and south neighbours (the tile's bypass), beside ``i``:
         a psum a cycle from each side and a command from the ramp, all at once.

@@ -1,4 +1,4 @@
-"""The core's counters (``docs/pe.md``, "Counters"): 32-bit values in LUT RAM, a shared adder."""
+"""The core's counters (``docs/pe.md``, "Counters"): 32-bit values in LUT RAM, one or two adders."""
 
 from amaranth.hdl import Array, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
@@ -73,7 +73,7 @@ class CounterBank(wiring.Component):
     ``log2(16 * largest increment)`` bits. Reset clears the pending registers and a flag per
     entry ("written since reset"; an entry whose flag is clear reads 0): one reset edge clears
     the counters, the LUT RAM keeps no state across it. About 1 place a bit of the pending
-    registers, 8 LUT-RAM cells a read port, a 32-bit adder and the 32-bit gate of the flag (a
+    registers, 8 LUT-RAM cells for each read port, a 32-bit adder and the 32-bit gate of the flag (a
     second of each with ``adders=2``); a counter of its own took a 32-bit adder and its 32
     bits of the READ multiplexer.
 

@@ -33,8 +33,8 @@ def command_held_layout(params):
 def cr_ahead_layout(rows, n_out):
     """What the dispatcher sees of the command behind the one it runs: whether it is a
     carriage return (``cr``: CR or CR_OUT, on ``cmd`` or ``weight``), whether it may hand its
-    buffer over (``ok``: not a CR, not a CR_OUT, of this row whose result slot ``o // rows`` is
-    outside ``Y``, ``o >= n_out * rows``: an error), and its job
+    buffer over (``ok``: unless it is a CR, not a CR_OUT, of this row whose result slot
+    ``o // rows`` is outside ``Y``, ``o >= n_out * rows``: an error), and its job
     (:func:`~rtl.isa.cr_job_layout`)."""
     return data.StructLayout({"cr": 1, "ok": 1, "job": cr_job_layout(rows, n_out)})
 
@@ -53,9 +53,9 @@ class InputSorter(wiring.Component):
     would (``accept`` looks at colors, not at payloads, so the router would not offer it
     earlier anyway): timing only, it never enters the FIFO.
     ``psum_n_in`` / ``psum_s_in`` (the tile's bypass) write the same psum FIFOs with priority
-    over the ramp (with ``registered_ramp`` the ramp's goes first): ``i`` takes a psum only in
-    a cycle when its bypass offers none. A wavelet a
-    cycle on each of the three inputs, at once.
+    over the ramp: ``i`` takes a psum only in a cycle when its bypass offers none (with
+    ``registered_ramp`` the other way round: ``i`` always takes its word, the bypass waits).
+    A wavelet a cycle on each of the three inputs, at once.
 
     Latency: an entry written in one cycle is at the FIFO's head in the next; a SELECT taken in
     one cycle decides the fate of the ``cmd`` wavelet taken in the next. Bad input: none (every

@@ -293,8 +293,10 @@ class Router(wiring.Component):
         m.d.comb += self.idle.eq(Cat(inp.empty for inp in inputs).all() & outputs_empty.all())
 
         # Drop counter and sticky error.
-        # counted two cycles late: the drops as they happen into registers, their sum into the
-        # counter a cycle after (an input's drop decision is its arrival logic's last step)
+        # the drops as they happen into registers, their sum into the counter in the next
+        # cycle (the counter and ``error`` move in the same cycle as when the sum was the
+        # register): an input's drop decision, its arrival logic's last step, ends at a
+        # register instead of running on into the adder
         dropped = [Signal.like(inp.drops, name=f"dropped_{p.name.lower()}")
                    for inp, p in zip(inputs, ports)]
         m.d.sync += [d.eq(inp.drops) for d, inp in zip(dropped, inputs)]
