@@ -3,7 +3,9 @@
 Pure numpy and untimed: the contract of ``docs/pe.md`` as executable code. Given a core's
 wavelets it says which words the core sends and what ``X``, ``Y`` and the counters end as; the
 RTL core (``rtl/core.py``, next) is checked against it bit for bit. The arithmetic is
-:mod:`fabric.numerics`; the wavelet and payload layouts are :mod:`rtl.isa`.
+:mod:`fabric.numerics`; the wavelet and payload layouts are :mod:`rtl.isa`; the command builders
+(``addr``, ``load``, ``read``, ``select``, ``weight``, ``cr``, ``mask``, ``psums``) are
+:mod:`fabric.pe_commands`', re-exported here for the model's callers.
 
 Timing model (the choices the RTL comparison must respect):
 
@@ -42,8 +44,9 @@ import numpy as np
 from wse.fabric import numerics
 from wse.rtl import isa
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams
-from wse.rtl.validate import integer
-from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
+from wse.rtl.wavelet import WAVELET_BITS, ControlOp, unpack
+
+from .pe_commands import addr, cr, load, mask, psums, read, select, weight
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 _WORD = (1 << 32) - 1
-_ADDRESS_MAX = (1 << isa.ADDR_ARG.fields["addr"][1]) - 1
+_ADDRESSES = 1 << isa.ADDR_ARG.fields["addr"][1]        # the load pointer and READs wrap here
 _MASK_COL = isa.MASK_ARG.fields["col"][0]       # where a MASK's col starts in its arg
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
                ControlOp.TEARDOWN.value}
@@ -71,68 +74,6 @@ def axpy_cycles(params: CoreParams, mask_row, gate=None) -> int:
             raise ValueError(f"gate must have shape ({params.n_tok},), not {gate.shape!r}")
         mask = mask & gate
     return max(1, int(mask.reshape(params.tpb, params.lanes).sum(axis=0).max()))
-
-
-# Command builders: packed wavelets as Python ints ------------------------------------------------
-
-def _wavelet(data: int, color: int, ctrl: int = 0) -> int:
-    return int(pack(data, color, ctrl))
-
-
-def addr(params: CoreParams, address: int) -> int:
-    """ADDR on ``cmd``: load pointer := ``address`` (0..65535)."""
-    address = integer("address", address, 0, _ADDRESS_MAX)
-    return _wavelet(int(isa.addr_data(address)), params.colors.cmd, 1)
-
-
-def load(params: CoreParams, values) -> list[int]:
-    """LOADs on ``cmd``, one per operand of ``values`` (flattened row-major, so ``load(p, X)``
-    after ``addr(p, 0)`` loads the whole ``X``). ``ValueError`` if a value is not an operand."""
-    values = numerics.check_operands(params.fmt, np.ravel(values), "values")
-    return pack(isa.load_data(numerics.to_wire(params.fmt, values)), params.colors.cmd,
-                0).tolist()
-
-
-def read(params: CoreParams, address: int, length: int) -> int:
-    """READ on ``cmd``: send ``length`` (0..4095) words from ``address`` (0..65535) on
-    ``out``."""
-    address = integer("address", address, 0, _ADDRESS_MAX)
-    length = integer("length", length, 0, isa.MAX_READ)
-    return _wavelet(int(isa.read_data(address, length)), params.colors.cmd, 1)
-
-
-def select(params: CoreParams, col: int | None = None) -> int:
-    """SELECT on ``cmd``: the core of column ``col`` (``params.col`` by default) takes the
-    ``cmd`` wavelets that follow; the other cores of the row discard them."""
-    col = params.col if col is None else integer("col", col, 0, isa.MAX_ARG)
-    return _wavelet(int(isa.select_data(col)), params.colors.cmd, 1)
-
-
-def weight(params: CoreParams, value: int, slot: int) -> int:
-    """AXPY on ``weight``: ``ACC += value * X[slot]``. ``slot`` may be any 16-bit number (one
-    ``>= n_feat`` is an error the core counts); ``value`` must be an operand."""
-    value = int(numerics.to_wire(params.fmt, numerics.check_operands(params.fmt, value, "value")))
-    slot = integer("slot", slot, 0, (1 << isa.WEIGHT.fields["slot"][1]) - 1)
-    return _wavelet(int(isa.weight_data(value, slot)), params.colors.weight)
-
-
-def cr(params: CoreParams, o: int, *, raw: bool = False) -> int:
-    """CR on ``weight``: output feature ``o`` (28 bits) is complete. With ``raw`` a ``CR_OUT``:
-    the owner row sends the 32-bit totals on ``out`` instead of requantising them into ``Y``."""
-    o = integer("o", o, 0, isa.MAX_ARG)
-    return _wavelet(int(isa.cr_data(o, raw=raw)), params.colors.weight, 1)
-
-
-def mask(params: CoreParams, chunk: int, bits: int, col: int | None = None, *,
-         color: int | None = None) -> int:
-    """MASK on ``weight`` (or ``color``): in the core of column ``col`` (``params.col`` by
-    default), the gate of local tokens ``16 * chunk + j`` := bit ``j`` of ``bits``, until the
-    next carriage return."""
-    col = params.col if col is None else integer("col", col, 0, isa.MASK_MAX_COLS - 1)
-    chunk = integer("chunk", chunk, 0, isa.MASK_MAX_CHUNKS - 1)
-    bits = integer("bits", bits, 0, (1 << isa.MASK_CHUNK) - 1)
-    return _wavelet(int(isa.mask_data(col, chunk, bits)),
-                    params.colors.weight if color is None else color, 1)
 
 
 def _decode(data: np.ndarray) -> dict[str, list[int]]:
@@ -171,14 +112,6 @@ def selection(params: CoreParams, selected: int, color, ctrl, op, col):
         else:
             kept.append(k != cmd or selected == mine)
     return kept, selected
-
-
-def psums(color: int, values) -> list[int]:
-    """Psum wavelets on ``color``, one per value of ``values`` (32-bit words: signed integers,
-    or bit patterns ``0 .. 2**32 - 1``)."""
-    words = np.asarray(values, dtype=np.int64) & 0xFFFF_FFFF
-    return pack(isa.word_data(np.where(words >> 31 != 0, words - (1 << 32), words)), color,
-                0).tolist()
 
 
 class CoreModel:
@@ -304,7 +237,7 @@ class CoreModel:
             self.x.flat[self.ptr] = numerics.from_wire(self.params.fmt, value)
         else:
             self._fail()
-        self.ptr = (self.ptr + 1) % (_ADDRESS_MAX + 1)
+        self.ptr = (self.ptr + 1) % _ADDRESSES
 
     def _mask(self, chunk: int, bits: int) -> None:
         first = isa.MASK_CHUNK * chunk
@@ -336,7 +269,7 @@ class CoreModel:
         snapshot["wavelets_in"] = (self._in_base + self._kept[i]
                                    + sum(1 for pos in self._used if pos is None or pos > i))
         for k in range(length):
-            word = self._word((address + k) % (_ADDRESS_MAX + 1), snapshot)
+            word = self._word((address + k) % _ADDRESSES, snapshot)
             if word is None:
                 self._fail()
             self._send(self.params.colors.out, word or 0)

@@ -1,0 +1,83 @@
+"""A core's commands as packed wavelets (Python ints): the builders the golden model, the host
+and the testbenches share (``docs/pe.md``, "Commands"). Each checks its arguments and raises a
+``ValueError`` naming the bad one; the layouts are :mod:`rtl.isa`'s."""
+
+import numpy as np
+
+from wse.fabric import numerics
+from wse.rtl import isa
+from wse.rtl.core_params import CoreParams
+from wse.rtl.validate import integer
+from wse.rtl.wavelet import pack
+
+__all__ = ["addr", "load", "read", "select", "weight", "cr", "mask", "psums"]
+
+_ADDRESS_MAX = (1 << isa.ADDR_ARG.fields["addr"][1]) - 1
+
+
+def _wavelet(data: int, color: int, ctrl: int = 0) -> int:
+    return int(pack(data, color, ctrl))
+
+
+def addr(params: CoreParams, address: int) -> int:
+    """ADDR on ``cmd``: load pointer := ``address`` (0..65535)."""
+    address = integer("address", address, 0, _ADDRESS_MAX)
+    return _wavelet(int(isa.addr_data(address)), params.colors.cmd, 1)
+
+
+def load(params: CoreParams, values) -> list[int]:
+    """LOADs on ``cmd``, one per operand of ``values`` (flattened row-major, so ``load(p, X)``
+    after ``addr(p, 0)`` loads the whole ``X``). ``ValueError`` if a value is not an operand."""
+    values = numerics.check_operands(params.fmt, np.ravel(values), "values")
+    return pack(isa.load_data(numerics.to_wire(params.fmt, values)), params.colors.cmd,
+                0).tolist()
+
+
+def read(params: CoreParams, address: int, length: int) -> int:
+    """READ on ``cmd``: send ``length`` (0..4095) words from ``address`` (0..65535) on
+    ``out``."""
+    address = integer("address", address, 0, _ADDRESS_MAX)
+    length = integer("length", length, 0, isa.MAX_READ)
+    return _wavelet(int(isa.read_data(address, length)), params.colors.cmd, 1)
+
+
+def select(params: CoreParams, col: int | None = None) -> int:
+    """SELECT on ``cmd``: the core of column ``col`` (``params.col`` by default) takes the
+    ``cmd`` wavelets that follow; the other cores of the row discard them."""
+    col = params.col if col is None else integer("col", col, 0, isa.MAX_ARG)
+    return _wavelet(int(isa.select_data(col)), params.colors.cmd, 1)
+
+
+def weight(params: CoreParams, value: int, slot: int) -> int:
+    """AXPY on ``weight``: ``ACC += value * X[slot]``. ``slot`` may be any 16-bit number (one
+    ``>= n_feat`` is an error the core counts); ``value`` must be an operand."""
+    value = int(numerics.to_wire(params.fmt, numerics.check_operands(params.fmt, value, "value")))
+    slot = integer("slot", slot, 0, (1 << isa.WEIGHT.fields["slot"][1]) - 1)
+    return _wavelet(int(isa.weight_data(value, slot)), params.colors.weight)
+
+
+def cr(params: CoreParams, o: int, *, raw: bool = False) -> int:
+    """CR on ``weight``: output feature ``o`` (28 bits) is complete. With ``raw`` a ``CR_OUT``:
+    the owner row sends the 32-bit totals on ``out`` instead of requantising them into ``Y``."""
+    o = integer("o", o, 0, isa.MAX_ARG)
+    return _wavelet(int(isa.cr_data(o, raw=raw)), params.colors.weight, 1)
+
+
+def mask(params: CoreParams, chunk: int, bits: int, col: int | None = None, *,
+         color: int | None = None) -> int:
+    """MASK on ``weight`` (or ``color``): in the core of column ``col`` (``params.col`` by
+    default), the gate of local tokens ``16 * chunk + j`` := bit ``j`` of ``bits``, until the
+    next carriage return."""
+    col = params.col if col is None else integer("col", col, 0, isa.MASK_MAX_COLS - 1)
+    chunk = integer("chunk", chunk, 0, isa.MASK_MAX_CHUNKS - 1)
+    bits = integer("bits", bits, 0, (1 << isa.MASK_CHUNK) - 1)
+    return _wavelet(int(isa.mask_data(col, chunk, bits)),
+                    params.colors.weight if color is None else color, 1)
+
+
+def psums(color: int, values) -> list[int]:
+    """Psum wavelets on ``color``, one per value of ``values`` (32-bit words: signed integers,
+    or bit patterns ``0 .. 2**32 - 1``)."""
+    words = np.asarray(values, dtype=np.int64) & 0xFFFF_FFFF
+    return pack(isa.word_data(np.where(words >> 31 != 0, words - (1 << 32), words)), color,
+                0).tolist()
