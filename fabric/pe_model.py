@@ -5,7 +5,7 @@ wavelets it says which words the core sends and what ``X``, ``Y`` and the counte
 RTL core (``rtl/core.py``, next) is checked against it bit for bit. The arithmetic is
 :mod:`fabric.numerics`; the wavelet and payload layouts are :mod:`rtl.isa`; the command builders
 (``addr``, ``load``, ``read``, ``select``, ``weight``, ``cr``, ``mask``, ``psums``) are
-:mod:`fabric.pe_commands`', re-exported here for the model's callers.
+:mod:`fabric.pe_commands`, re-exported here for the model's callers.
 
 Timing model (the choices the RTL comparison must respect):
 

@@ -83,6 +83,20 @@ def test_peek_fifo_shows_two_entries_and_takes_one_or_two(depth):
     simulate(dut, bench)
 
 
+def _sorter_outputs(ctx, dut, colors, take_cmd, got):
+    """What an :class:`InputSorter` hands out this cycle: the command FIFO's head (as the
+    wavelet it came from: 30 stands for a foreign color) if ``take_cmd``, and each psum FIFO's
+    head its reader takes, appended to ``got``."""
+    if take_cmd and ctx.get(dut.cmd.valid):
+        head = ctx.get(dut.cmd.head)
+        got["cmd"].append(int(WAVELET.pack(
+            data=head.data, ctrl=head.ctrl,
+            color=colors.cmd if head.is_cmd else colors.weight if head.is_weight else 30)))
+    for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
+        if ctx.get(port.ready) and ctx.get(port.valid):
+            got[key].append(ctx.get(port.payload))
+
+
 @pytest.mark.parametrize("col, cols", [(0, 1), (2, 4)])
 def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority(col, cols):
     """Every class in order into its FIFO, the bypass first; SELECT words (args around this
@@ -140,14 +154,7 @@ def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority(col, cols):
                 assert not offers[cls]
             assert ctx.get(dut.taken) == (int(took[0] and keep) | int(bool(took[1])) << 1
                                           | int(bool(took[2])) << 2)
-            if drain[0] and ctx.get(dut.cmd.valid):
-                head = ctx.get(dut.cmd.head)
-                got["cmd"].append(int(WAVELET.pack(
-                    data=head.data, ctrl=head.ctrl,
-                    color=c.cmd if head.is_cmd else c.weight if head.is_weight else 30)))
-            for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
-                if ctx.get(port.ready) and ctx.get(port.valid):
-                    got[key].append(ctx.get(port.payload))
+            _sorter_outputs(ctx, dut, c, drain[0], got)
             await ctx.tick()
             if took[0] and select:
                 selected[0] = arg
@@ -170,11 +177,12 @@ def test_input_sorter_sorts_by_color_and_gives_the_bypass_priority(col, cols):
 def test_input_sorter_keeps_its_promise_to_a_registered_ramp(col):
     """``registered_ramp=True``: the bench is the router's ramp register. Each cycle it reads
     ``accept`` (a promise for the next cycle) and loads a random word of a promised class, or
-    none; the word is on ``i`` in the next cycle, where the sorter must take it (``i.ready``
-    is 1). Every word comes out of its FIFO in order, none lost: a broken promise shows as a
-    lost word. SELECTs, other columns' MASKs and commands for another column are discarded, a
-    ramp psum goes into its FIFO before the bypass's. The bench drains the command FIFO
-    slowly, so the promise is tested at full FIFOs; every class gets through."""
+    none; the word is on ``i`` in the next cycle, where the sorter takes it (``i.ready`` is the
+    constant 1, so nothing here can refuse it). Every word must come out of its FIFO in order,
+    none lost: a broken promise shows as a lost word. SELECTs, other columns' MASKs and
+    commands for another column are discarded, a ramp psum goes into its FIFO before the
+    bypass's. The bench drains the command FIFO slowly, so the promise is tested at full
+    FIFOs; every class gets through."""
     params = CoreParams(col=col, cols=4)
     c = params.colors
     dut = InputSorter(params, cmd_depth=3, psum_depth=2, registered_ramp=True)
@@ -200,21 +208,12 @@ def test_input_sorter_keeps_its_promise_to_a_registered_ramp(col):
             ctx.set(dut.cmd.take, drain[0])
             ctx.set(dut.psum_n.ready, drain[1])
             ctx.set(dut.psum_s.ready, drain[2])
-            if reg is not None:
-                assert ctx.get(dut.i.ready), "the sorter refused a promised word"
             accept = ctx.get(dut.accept)
             took = [offers[0] and ctx.get(dut.psum_n_in.ready),
                     offers[1] and ctx.get(dut.psum_s_in.ready)]
             if reg is not None and reg[1] in (c.psum_from_n, c.psum_from_s):
                 assert not took[cls_of[reg[1]] - 1], "the bypass went before the ramp's psum"
-            if ctx.get(dut.cmd.valid) and drain[0]:
-                head = ctx.get(dut.cmd.head)
-                got["cmd"].append(int(WAVELET.pack(
-                    data=head.data, ctrl=head.ctrl,
-                    color=c.cmd if head.is_cmd else c.weight if head.is_weight else 30)))
-            for key, port in (("n", dut.psum_n), ("s", dut.psum_s)):
-                if ctx.get(port.ready) and ctx.get(port.valid):
-                    got[key].append(ctx.get(port.payload))
+            _sorter_outputs(ctx, dut, c, drain[0], got)
             # the word on i: into its FIFO now (psums before this cycle's bypass word)
             if reg is not None:
                 word, color, select, other_mask = reg
