@@ -73,10 +73,11 @@ class Router(wiring.Component):
     counter_width : int
         Width of ``drops`` (16 by default: it saturates, and ``error`` stays set).
     ramp_accept : bool
-        The core says, per color, what it can take (``ramp_accept``): the ramp output
-        arbitrates only among queue heads of those colors, so it never spends a cycle offering
-        a wavelet the core must refuse. With a registered ramp (a tile's) the core's word is a
-        promise for the next cycle, when the granted wavelet reaches it (``docs/pe.md``).
+        The core says, per input, whether it can take the head that input offers: the router
+        shows each input's head color (``ramp_offer``) and the ramp output arbitrates only
+        among the heads the core accepts (``ramp_accept``), so it never spends a cycle offering
+        a wavelet the core must refuse. With a registered ramp (a tile's) the core's answer is
+        a promise for the next cycle, when the granted wavelet reaches it (``docs/pe.md``).
     u_turns : bool
         Whether a route may send a wavelet back out of the port it came in by. Without, that
         copy is not made (a route left with no output drops the wavelet) and every output's
@@ -104,10 +105,14 @@ class Router(wiring.Component):
         Sticky: some wavelet was dropped.
     idle : Out(1)
         Every queue and output register is empty (nothing in flight in this router).
-    ramp_accept : In(32)
-        Only with ``ramp_accept=True``: bit ``c`` set when the core would take a wavelet of
-        color ``c`` granted this cycle (offered now, or in the next cycle from the ramp's
-        output register).
+    ramp_offer : Out(ArrayLayout(5, 5))
+        Only with ``ramp_accept=True``: ``ramp_offer[i]`` is the color of the head input ``i``
+        offers this cycle (meaningful while it asks for the ramp).
+    ramp_accept : In(5)
+        Only with ``ramp_accept=True``: bit ``i`` set when the core would take input ``i``'s
+        head if the ramp granted it this cycle (offered now, or in the next cycle from the
+        ramp's output register). Asking per input, not per color, keeps a 32-way choice by
+        color off the path from the core's promise into the allocator.
     route_init, cfg_route_init, queue_map_init : In
         Only with ``straps=True``: the initial route table (position 0 of each color, a
         :func:`~rtl.isa.route_straps_layout`), the configuration route (a
@@ -177,7 +182,8 @@ class Router(wiring.Component):
         members["error"] = Out(1)
         members["idle"] = Out(1)
         if self.has_ramp_accept:
-            members["ramp_accept"] = In(MAX_COLORS)
+            members["ramp_offer"] = Out(data.ArrayLayout(5, len(Direction)))
+            members["ramp_accept"] = In(len(Direction))
         if self.straps:
             members["route_init"] = In(route_straps_layout(n_colors))
             members["cfg_route_init"] = In(RouteStrap)
@@ -264,9 +270,9 @@ class Router(wiring.Component):
         for inp, port in zip(inputs, ports):
             request = inp.request
             if self.has_ramp_accept:
-                accept = self.ramp_accept.bit_select(inp.offer.color, 1)
+                m.d.comb += self.ramp_offer[port.value].eq(inp.offer.color)
                 request = Cat(request[:Direction.R.value],
-                              request[Direction.R.value] & accept)
+                              request[Direction.R.value] & self.ramp_accept[port.value])
             m.d.comb += [alloc.requests[port.value].eq(request),
                          xbar.inputs[port.value].eq(inp.offer)]
         m.d.comb += xbar.select.eq(alloc.grants)

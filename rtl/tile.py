@@ -46,10 +46,10 @@ class Tile(wiring.Component):
     """A :class:`~rtl.router.Router` with a :class:`~rtl.core.Core` on its ramp.
 
     The core's psum colors get a router queue of their own (queue 1; everything else queue 0),
-    and the core tells the router which colors it can take (``ramp_accept``), so the ramp only
-    grants those: a command the core must refuse never stands in front of a psum. The ramp is a
-    register like the router's other outputs and the core's ``accept`` a promise for the next
-    cycle (``Core(registered_ramp=True)``): the core takes the ramp's word at once
+    and the core tells the router, for the head each router input offers, whether it can take
+    it (``ramp_offer`` / ``ramp_accept``), so the ramp only grants those: a command the core
+    must refuse never stands in front of a psum. The ramp is a register like the router's
+    other outputs and the core's ``accept`` a promise for the next cycle (``Core(registered_ramp=True)``): the core takes the ramp's word at once
     (``docs/pe.md``, "The ramp: the core says what it can take"). The core's output reaches the
     ramp input through a :class:`~rtl.skid.SkidBuffer`.
 
@@ -64,9 +64,9 @@ class Tile(wiring.Component):
         The core's parameters.
     routes : RouteTable or dict
         The router's initial route table (the mesh's color plan computes it).
-    acc_buffers, psum_depth, counter_adders : int
-        The core's accumulator buffers, psum FIFO depth and counter adders
-        (:class:`~rtl.core.Core`).
+    acc_buffers, psum_depth, counter_adders, held_copies : int
+        The core's accumulator buffers, psum FIFO depth, counter adders and command FIFO's
+        held copies (:class:`~rtl.core.Core`).
     straps : bool
         Routes, colors, row and column from input ports (below).
     skids : str
@@ -101,7 +101,7 @@ class Tile(wiring.Component):
     """
 
     def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, counter_adders=1,
-                 straps=False, skids="NESW", **router_kwargs):
+                 held_copies=1, straps=False, skids="NESW", **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
         for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept", "u_turns"):
@@ -122,7 +122,8 @@ class Tile(wiring.Component):
             self.router = Router(routes=routes, n_queues=2, ramp_accept=True,
                                  u_turns=False, queue_map=queue_map, **router_kwargs)
         self.core = Core(core, acc_buffers=acc_buffers, psum_depth=psum_depth,
-                         counter_adders=counter_adders, straps=self.straps,
+                         counter_adders=counter_adders, held_copies=held_copies,
+                         straps=self.straps,
                          registered_ramp=True)
         members = {}
         for d in MESH_PORTS:
@@ -176,11 +177,12 @@ class Tile(wiring.Component):
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
             self.idle.eq(router.idle & core.idle & ~Cat(s.full for s in skids).any()),
         ]
+        # the core's answer for the head each router input offers, by the head's class
         m.d.comb += router.ramp_accept.eq(Cat(
             Mux(color == colors.psum_from_n, core.accept[1],
                 Mux(color == colors.psum_from_s, core.accept[2],
                     Mux(color == colors.cmd, core.accept[3], core.accept[0])))
-            for color in range(MAX_COLORS)))
+            for color in (router.ramp_offer[i] for i in range(len(Direction)))))
         if self.straps:
             s = self.strap_core
             m.d.comb += [

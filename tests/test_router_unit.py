@@ -12,10 +12,13 @@ from wse.tb.router_model import RouterModel
 from wse.tb.scoreboard import Scoreboard
 
 
-def run_router(router, streams, *, cycles, ready=lambda d, cycle: True, idle=lambda d, c: True):
+def run_router(router, streams, *, cycles, ready=lambda d, cycle: True, idle=lambda d, c: True,
+               ramp_accept=None):
     """Drive ``{Direction: [words]}`` into ``router``; returns (received, drops, accepted).
 
     ``received[d]`` lists ``(cycle, word)``; ``accepted`` maps each word to its input cycle.
+    With ``ramp_accept(color, cycle)`` (a ``Router(ramp_accept=True)``), each input's
+    ``ramp_accept`` bit is that function of the color its head offers (``ramp_offer``).
     """
     received = {d: [] for d in Direction}
     accepted = {}
@@ -31,6 +34,10 @@ def run_router(router, streams, *, cycles, ready=lambda d, cycle: True, idle=lam
                 if offer:
                     ctx.set(inp.payload.as_value(), queues[d][0])
                 ctx.set(out.ready, ready(d, cycle))
+            if ramp_accept is not None:
+                ctx.set(router.ramp_accept,
+                        sum(ramp_accept(ctx.get(router.ramp_offer[d]), cycle) << d
+                            for d in Direction))
             for d in Direction:
                 inp, out = router.port_in(d), router.port_out(d)
                 if ctx.get(inp.valid) and ctx.get(inp.ready):
@@ -128,3 +135,28 @@ def test_drop_counter_saturates():
     router = Router(routes={}, counter_width=2)
     _, result, _ = run_router(router, {Direction.W: words(1, range(10))}, cycles=24 + 20)
     assert result["drops"] == 3 and result["error"] == 1
+
+
+@pytest.mark.parametrize("refused", [1, 2])
+def test_ramp_grants_only_heads_the_core_accepts(refused):
+    """``Router(ramp_accept=True)`` shows each input's head color and asks per input: the ramp
+    grants a head only in a cycle in which the answer for that input is yes. Three inputs
+    offer three colors to the ramp at once; color ``refused`` is refused on even cycles and
+    color 3 always, so a router that gave every input another input's answer (input 0, N, is
+    one of them) delivers a word in a refused cycle, or never delivers color 3's."""
+    table = RouteTable(24, {1: ("N", "R"), 2: ("W", "R"), 3: ("E", "R")})
+    router = Router(routes=table, n_queues=1, depth=2, ramp_accept=True)
+
+    def accept(color, cycle):
+        return not (color == 3 or (color == refused and cycle % 2 == 0))
+
+    streams = {Direction.N: words(1, range(10)), Direction.W: words(2, range(10, 20)),
+               Direction.E: words(3, range(20, 30))}
+    received, result, _ = run_router(router, streams, cycles=24 + 80, ramp_accept=accept)
+    ramp = received[Direction.R]
+    assert [w for _, w in ramp if w >> 32 == 1] == streams[Direction.N]
+    assert [w for _, w in ramp if w >> 32 == 2] == streams[Direction.W]
+    # granted in the cycle before it is in the ramp's output register
+    assert all(accept(w >> 32, cycle - 1) for cycle, w in ramp), "granted a refused head"
+    assert not [w for _, w in ramp if w >> 32 == 3], "granted color 3, always refused"
+    assert result["drops"] == 0
