@@ -38,6 +38,9 @@ class MeshConfig:
     ``counter_adders`` (1 or 2) is how the cores' counters are built: one 32-bit adder shared
     by the READ engine and the counters' updates, or one each (the same counts in the same
     cycles, on a shorter path: the iCEBreaker's choice, ``docs/fpga.md``).
+    ``held_copies`` (1 or 2) is how many copies each core's command FIFO keeps of what its
+    head holds in flip-flops (:class:`~rtl.peek_fifo.PeekFIFO`: the same cycles; 2 keeps
+    synthesis from merging two reads into one slower one, the ULX3S's choice).
     ``reply_colors`` is the color plan's (``None``: as many as fit, ``min(rows, 18)``; fewer
     make rows share them on a small mesh as they do on a large one).
     """
@@ -53,14 +56,17 @@ class MeshConfig:
     acc_buffers: int = 8
     psum_depth: int = 16
     counter_adders: int = 1
+    held_copies: int = 1
     reply_colors: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "fmt", number_format(self.fmt))
         for name in ("rows", "cols", "depth", "acc_buffers", "psum_depth"):
             object.__setattr__(self, name, count(name, getattr(self, name)))
-        if type(self.counter_adders) is not int or self.counter_adders not in (1, 2):
-            raise ValueError(f"counter_adders must be 1 or 2, not {self.counter_adders!r}")
+        for name in ("counter_adders", "held_copies"):
+            value = getattr(self, name)
+            if type(value) is not int or value not in (1, 2):
+                raise ValueError(f"{name} must be 1 or 2, not {value!r}")
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
                                                    reply_colors=self.reply_colors))
         self.core(0, 0)      # validates the core parameters

@@ -108,7 +108,9 @@ BOARDS = {
         # buffers are LUT RAM behind a multiplexer, and 4 of them save about 400 LUT4 a tile.
         # Timing only (a row runs at most 3 outputs ahead of a slower neighbour, not 7): results
         # never depend on it, cycle counts on the board may differ from the simulations'.
-        config=dict(acc_buffers=4),
+        # Two copies of the command FIFO's held parts: with one, Yosys merges the two reads that
+        # load the head into one port behind the dispatcher's late take (docs/fpga.md).
+        config=dict(acc_buffers=4, held_copies=2),
         reset_button=("button_fire", 0),
         leds={"heartbeat": ("led", 0), "error": ("led", 1), "busy": ("led", 2)},
         env={"OPENFPGALOADER": "true"},

@@ -68,6 +68,10 @@ class Core(wiring.Component):
     counter_adders : int
         The :class:`~rtl.core_count.CounterBank`'s adders: 1 or 2 (the same counts on a
         shorter path, for more logic).
+    held_copies : int
+        The command FIFO's copies of the parts its head keeps in flip-flops
+        (:class:`~rtl.peek_fifo.PeekFIFO`): 1 or 2 (the same cycles; with 2 synthesis cannot
+        merge the two reads that load the head, for a few LUT-RAM cells more).
     registered_ramp : bool
         The router's ramp output is a register (the tile's): ``accept`` promises room for the
         word the router grants now on top of the one on ``i``
@@ -100,7 +104,7 @@ class Core(wiring.Component):
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False,
-                 registered_ramp=False, counter_adders=1):
+                 registered_ramp=False, counter_adders=1, held_copies=1):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         cmd_depth = integer("cmd_depth", cmd_depth, 2)
@@ -113,6 +117,7 @@ class Core(wiring.Component):
         self.straps = bool(straps)
         self.registered_ramp = bool(registered_ramp)
         self.counter_adders = integer("counter_adders", counter_adders, 1, 2)
+        self.held_copies = integer("held_copies", held_copies, 1, 2)
         members = {
             "i":        In(stream.Signature(Wavelet)),
             "o":        Out(stream.Signature(Wavelet)),
@@ -136,7 +141,8 @@ class Core(wiring.Component):
         # -- the parts ------------------------------------------------------------------------
         sorter = m.submodules.sorter = InputSorter(p, cmd_depth=self.cmd_depth,
                                                    psum_depth=self.psum_depth, straps=self.straps,
-                                                   registered_ramp=self.registered_ramp)
+                                                   registered_ramp=self.registered_ramp,
+                                                   held_copies=self.held_copies)
         engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
         accs = m.submodules.acc = AccBuffers(p, self.acc_buffers)
         reader = m.submodules.read = ReadEngine(p)

@@ -68,6 +68,9 @@ class InputSorter(wiring.Component):
         Entries of the command FIFO and of each psum FIFO (at least 2).
     straps : bool
         The psum colors from ``strap`` instead of ``params.colors``.
+    held_copies : int
+        The command FIFO's copies of its held parts (:class:`~rtl.peek_fifo.PeekFIFO`): 1 or
+        2, the same commands in the same cycles.
     registered_ramp : bool
         The ramp ends in the router's output register: what the router grants in one cycle is
         offered on ``i`` in the next, so ``accept`` is a promise for the next cycle, on top of
@@ -105,13 +108,14 @@ class InputSorter(wiring.Component):
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, straps=False,
-                 registered_ramp=False):
+                 registered_ramp=False, held_copies=1):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
         self.registered_ramp = bool(registered_ramp)
         self.cmd_depth = integer("cmd_depth", cmd_depth, 2)
         self.psum_depth = integer("psum_depth", psum_depth, 2)
+        self.held_copies = integer("held_copies", held_copies, 1, 2)
         self.straps = bool(straps)
         members = {
             "i":         In(stream.Signature(Wavelet)),
@@ -134,7 +138,8 @@ class InputSorter(wiring.Component):
         p = self.params
         cmdq = m.submodules.cmd_fifo = PeekFIFO(COMMAND, self.cmd_depth,
                                                 cr_ahead_layout(p.rows, p.n_out),
-                                                command_held_layout(p))
+                                                command_held_layout(p),
+                                                held_copies=self.held_copies)
         pnq = m.submodules.psum_n_fifo = LutFIFO(32, self.psum_depth)
         psq = m.submodules.psum_s_fifo = LutFIFO(32, self.psum_depth)
         wiring.connect(m, cmdq.r, wiring.flipped(self.cmd))

@@ -67,6 +67,14 @@ class PeekFIFO(wiring.Component):
     path from the AXPY's slot through the lane's nonzero mask to the pop, the tile's critical
     path.
 
+    ``held_copies`` is how many copies of those parts the FIFO keeps for that. With 1, one
+    memory with two read ports (the entries one and two behind the head); Yosys's ``share``
+    pass merges those two reads, which are never used in the same cycle, into one port whose
+    address the reader's late take selects, and that undoes the cut. With 2, each read has a
+    memory of its own (the same words written to both), which cannot be merged: on the ECP5 a
+    few distributed-RAM cells more for a shorter path (``docs/fpga.md``). The same values in
+    the same cycles either way.
+
     Members
     -------
     w : In(stream.Signature(shape))
@@ -79,12 +87,22 @@ class PeekFIFO(wiring.Component):
         Read side: the first two entries.
     level : Out
         Entries held.
+
+    Parameters
+    ----------
+    shape, depth
+        Each entry's shape and the number of entries (at least 2).
+    peek_shape, held_shape
+        The parts kept for ``r.next`` and for ``r.held`` (above), or ``None``.
+    held_copies : int
+        Copies of the ``held_shape`` parts kept for loading ``r.held``: 1 or 2 (above).
     """
 
-    def __init__(self, shape, depth, peek_shape=None, held_shape=None):
+    def __init__(self, shape, depth, peek_shape=None, held_shape=None, *, held_copies=1):
         depth = integer("depth", depth, 2)
         self.shape, self.depth, self.peek_shape = shape, depth, peek_shape
         self.held_shape = held_shape
+        self.held_copies = integer("held_copies", held_copies, 1, 2)
         members = {
             "w": In(stream.Signature(shape)),
             "r": Out(PeekSignature(shape, peek_shape, held_shape)),
@@ -136,13 +154,16 @@ class PeekFIFO(wiring.Component):
         if self.held_shape is not None:
             # the head's part in flip-flops: the entry that will be the head, from the copy
             # read at the two entries behind this one, or the one written now
-            held = m.submodules.held = Memory(shape=Shape.cast(self.held_shape).width,
-                                              depth=D, init=[])
-            held_write = held.write_port()
-            behind = [held.read_port(domain="comb") for _ in range(2)]
-            m.d.comb += [held_write.addr.eq(wr), held_write.data.eq(self.w_held),
-                         held_write.en.eq(ready),
-                         behind[0].addr.eq(after(rd, 1)), behind[1].addr.eq(after(rd, 2))]
+            # (one read port a copy with two copies: two memories cannot be merged)
+            copies = [Memory(shape=Shape.cast(self.held_shape).width, depth=D, init=[])
+                      for _ in range(self.held_copies)]
+            for k, copy in enumerate(copies):
+                m.submodules[f"held_{k}" if k else "held"] = copy
+                held_write = copy.write_port()
+                m.d.comb += [held_write.addr.eq(wr), held_write.data.eq(self.w_held),
+                             held_write.en.eq(ready)]
+            behind = [copies[k % len(copies)].read_port(domain="comb") for k in range(2)]
+            m.d.comb += [behind[0].addr.eq(after(rd, 1)), behind[1].addr.eq(after(rd, 2))]
             head = Signal(self.held_shape, reset_less=True)
             m.d.comb += r.held.eq(head)
 

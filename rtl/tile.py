@@ -49,9 +49,10 @@ class Tile(wiring.Component):
     and the core tells the router, for the head each router input offers, whether it can take
     it (``ramp_offer`` / ``ramp_accept``), so the ramp only grants those: a command the core
     must refuse never stands in front of a psum. The ramp is a register like the router's
-    other outputs and the core's ``accept`` a promise for the next cycle (``Core(registered_ramp=True)``): the core takes the ramp's word at once
-    (``docs/pe.md``, "The ramp: the core says what it can take"). The core's output reaches the
-    ramp input through a :class:`~rtl.skid.SkidBuffer`.
+    other outputs and the core's ``accept`` a promise for the next cycle
+    (``Core(registered_ramp=True)``): the core takes the ramp's word at once (``docs/pe.md``,
+    "The ramp: the core says what it can take"). The core's output reaches the ramp input
+    through a :class:`~rtl.skid.SkidBuffer`.
 
     Psums bypass the router: a wavelet of the core's ``psum_from_n`` color arriving on ``i_n``
     (``psum_from_s`` on ``i_s``) goes straight into the core's psum FIFO, so the owner of an

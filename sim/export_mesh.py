@@ -88,6 +88,7 @@ def core_parameters(config):
         "acc_buffers": "accumulator buffers per core",
         "psum_depth": "psum FIFO depth per core, in wavelets",
         "counter_adders": "32-bit adders of each core's counters (1 or 2: same counts)",
+        "held_copies": "copies of each core's command FIFO's held parts (1 or 2: same cycles)",
         "edges": "edges with ports in both directions besides the W intakes and S outlets",
         "fmt": "number format: fixed point (operand width, fraction bits, accumulator width) "
                "or bf16 (binary32 accumulators)",

@@ -111,14 +111,16 @@ def test_lut_fifo_is_a_sync_fifo(depth):
     simulate(m, bench)
 
 
-@pytest.mark.parametrize("depth, held", [(4, False), (2, True), (3, True), (4, True)])
-def test_peek_fifo_keeps_a_peek_part_and_a_held_part(depth, held):
+@pytest.mark.parametrize("depth, held, copies", [
+    (4, False, 1), (2, True, 1), (3, True, 1), (4, True, 1), (3, True, 2), (4, True, 2)])
+def test_peek_fifo_keeps_a_peek_part_and_a_held_part(depth, held, copies):
     """With a ``peek_shape``, ``next`` is the ``w_peek`` written with the entry behind the head;
     with a ``held_shape``, ``held`` is the ``w_held`` written with the head, whatever was taken
-    (none, one, two) and written in the cycle before; the head, the flags and take/take2 as
-    without either."""
-    dut = PeekFIFO(8, depth, peek_shape=4, held_shape=5 if held else None)
-    rng = np.random.default_rng(depth + 10 * held)
+    (none, one, two) and written in the cycle before, from one copy of the held parts or two
+    (depth 3 and up: the second copy is read two entries behind the head); the head, the flags
+    and take/take2 as without either."""
+    dut = PeekFIFO(8, depth, peek_shape=4, held_shape=5 if held else None, held_copies=copies)
+    rng = np.random.default_rng(depth + 10 * held + 100 * copies)
     model = collections.deque()         # (payload, peek part, held part)
 
     async def bench(ctx):
@@ -202,3 +204,10 @@ def test_acc_buffers_read_zero_after_a_reset():
 def test_counter_bank_refuses_a_bad_adder_count(adders):
     with pytest.raises((TypeError, ValueError), match="adders"):
         CounterBank(CoreParams(), adders=adders)
+
+
+@pytest.mark.parametrize("copies", [0, 3])
+def test_peek_fifo_refuses_a_bad_copy_count(copies):
+    message = rf"^held_copies must be an integer in 1\.\.2, not {copies}$"
+    with pytest.raises(ValueError, match=message):
+        PeekFIFO(8, 4, held_shape=5, held_copies=copies)

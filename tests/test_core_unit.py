@@ -224,7 +224,8 @@ def test_more_accumulator_buffers_change_timing_not_results(acc_buffers):
 def test_random_streams_with_busy_engine_and_short_outputs(seed):
     """Many outputs of zero to two weights each, so carriage returns ride on AXPYs while the
     engine is finishing the output before (its next read overlaps its last add); random output
-    pacing. Catches an engine that reads a buffer the MAC pipeline still writes."""
+    pacing; the command FIFO with one copy of its held parts or two, by seed. Catches an
+    engine that reads a buffer the MAC pipeline still writes."""
     rng = np.random.default_rng(100 + seed)
     rows, row = 3, int(rng.integers(0, 3))
     n_tok, lanes = [(4, 1), (4, 2), (2, 1)][seed % 3]
@@ -243,7 +244,7 @@ def test_random_streams_with_busy_engine_and_short_outputs(seed):
     pace = rng.random(4000) < 0.7
     compare(params, cmds + [pe_model.read(params, Y_BASE, 8 * n_tok)], *psums,
             ready=lambda cycle: bool(pace[cycle % len(pace)]),
-            core_kwargs={"acc_buffers": int(rng.integers(2, 5))})
+            core_kwargs={"acc_buffers": int(rng.integers(2, 5)), "held_copies": 1 + seed % 2})
 
 
 def test_a_mask_gates_one_output_and_every_carriage_return_opens_the_gate():
@@ -275,7 +276,8 @@ def test_random_masked_streams_match_the_model(seed):
     """Random outputs of MASKs (this column's and others', on ``weight`` and ``cmd``, chunks
     past the core's tokens), weights (zero ones too), READs, SELECTs of other columns and
     carriage returns (CR, CR_OUT, dropped ones) with 1, 2 and 4 lanes and 2 or 4 chunks;
-    psums from both sides; random output pacing; straps in half the runs."""
+    psums from both sides; random output pacing; straps in half the runs and, crossed with
+    them, the command FIFO's held parts in one copy or two."""
     rng = np.random.default_rng(300 + seed)
     lanes, n_tok = [(1, 32), (2, 64), (4, 32)][seed % 3]
     rows, cols = 3, 3
@@ -331,7 +333,8 @@ def test_random_masked_streams_match_the_model(seed):
     assert issued[0] < issued[1]
     compare(params, cmds + [pe_model.read(params, Y_BASE, params.n_out * n_tok)], *psums,
             ready=lambda cycle: bool(pace[cycle % len(pace)]),
-            core_kwargs={"acc_buffers": int(rng.integers(2, 5)), "straps": seed % 2 == 1})
+            core_kwargs={"acc_buffers": int(rng.integers(2, 5)), "straps": seed % 2 == 1,
+                         "held_copies": 1 + seed // 2 % 2})
 
 
 def _is_mask(word):

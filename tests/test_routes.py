@@ -203,8 +203,9 @@ def test_mesh_config_parses_and_validates():
         MeshConfig(n_tok=6)
     with pytest.raises(ValueError, match="rows must be a positive integer"):
         MeshConfig(rows=0)
-    two = MeshConfig(1, 1, counter_adders=2)
-    assert MeshConfig.from_dict(two.to_dict()) == two
-    for bad in (0, 3, True, "2"):
-        with pytest.raises(ValueError, match=r"^counter_adders must be 1 or 2, not "):
-            MeshConfig(counter_adders=bad)
+    for name in ("counter_adders", "held_copies"):
+        two = MeshConfig(1, 1, **{name: 2})
+        assert MeshConfig.from_dict(two.to_dict()) == two
+        for bad in (0, 3, True, "2"):
+            with pytest.raises(ValueError, match=rf"^{name} must be 1 or 2, not "):
+                MeshConfig(**{name: bad})

@@ -148,6 +148,16 @@ def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
     assert tile.skids == "NES"
 
 
+@pytest.mark.parametrize("copies", [1, 2])
+def test_mesh_config_reaches_the_core_of_either_kind_of_tile(copies):
+    """``held_copies`` and ``counter_adders`` reach the core of a per-position tile and of the
+    strapped tile a shared-tile mesh instantiates."""
+    config = MeshConfig(rows=2, cols=2, held_copies=copies, counter_adders=3 - copies)
+    mesh = Mesh(config, shared_tile=False)
+    for tile in (mesh.tile(1, 0), mesh.strapped_tile()):
+        assert (tile.core.held_copies, tile.core.counter_adders) == (copies, 3 - copies)
+
+
 @pytest.mark.parametrize("bad", ["X", 3, "NN E"])
 def test_tile_refuses_bad_skid_ports(bad):
     with pytest.raises(ValueError, match="skids must be a string of N, E, S, W"):

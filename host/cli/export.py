@@ -21,6 +21,9 @@ _CORE_OPTIONS = (
     ("--psum-depth", "psum_depth", int, "Psum FIFO depth per core."),
     ("--counter-adders", "counter_adders", int,
      "32-bit adders of each core's counters: 1, or 2 (the same counts on a shorter path)."),
+    ("--held-copies", "held_copies", int,
+     "Copies of each core's command FIFO's held parts: 1, or 2 (the same cycles, a shorter "
+     "path on the ECP5)."),
     ("--edges", "edges", str, "Edges (of NESW) with ports in both directions as well."),
 )
 
