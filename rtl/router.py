@@ -13,7 +13,7 @@ from .route_state import RouteState
 from .route_table import Position, RouteTable
 from .router_input import RouterInput
 from .validate import integer
-from .wavelet import MAX_COLORS, Direction, Wavelet
+from .wavelet import COLOR_BITS, MAX_COLORS, Direction, Wavelet
 
 __all__ = ["Router"]
 
@@ -105,9 +105,10 @@ class Router(wiring.Component):
         Sticky: some wavelet was dropped.
     idle : Out(1)
         Every queue and output register is empty (nothing in flight in this router).
-    ramp_offer : Out(ArrayLayout(5, 5))
+    ramp_offer : Out(ArrayLayout(COLOR_BITS, 5))
         Only with ``ramp_accept=True``: ``ramp_offer[i]`` is the color of the head input ``i``
-        offers this cycle (meaningful while it asks for the ramp).
+        (the :class:`~rtl.wavelet.Direction` value: N=0 ... R=4) offers this cycle, meaningful
+        while it asks for the ramp (the R input never does without ``u_turns``).
     ramp_accept : In(5)
         Only with ``ramp_accept=True``: bit ``i`` set when the core would take input ``i``'s
         head if the ramp granted it this cycle (offered now, or in the next cycle from the
@@ -182,7 +183,7 @@ class Router(wiring.Component):
         members["error"] = Out(1)
         members["idle"] = Out(1)
         if self.has_ramp_accept:
-            members["ramp_offer"] = Out(data.ArrayLayout(5, len(Direction)))
+            members["ramp_offer"] = Out(data.ArrayLayout(COLOR_BITS, len(Direction)))
             members["ramp_accept"] = In(len(Direction))
         if self.straps:
             members["route_init"] = In(route_straps_layout(n_colors))

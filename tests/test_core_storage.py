@@ -112,13 +112,14 @@ def test_lut_fifo_is_a_sync_fifo(depth):
 
 
 @pytest.mark.parametrize("depth, held, copies", [
-    (4, False, 1), (2, True, 1), (3, True, 1), (4, True, 1), (3, True, 2), (4, True, 2)])
+    (4, False, 1), (2, True, 1), (3, True, 1), (4, True, 1), (2, True, 2), (3, True, 2),
+    (4, True, 2)])
 def test_peek_fifo_keeps_a_peek_part_and_a_held_part(depth, held, copies):
     """With a ``peek_shape``, ``next`` is the ``w_peek`` written with the entry behind the head;
     with a ``held_shape``, ``held`` is the ``w_held`` written with the head, whatever was taken
     (none, one, two) and written in the cycle before, from one copy of the held parts or two
-    (depth 3 and up: the second copy is read two entries behind the head); the head, the flags
-    and take/take2 as without either."""
+    (the second copy is read two entries behind the head, so only from depth 3 on does it
+    matter); the head, the flags and take/take2 as without either."""
     dut = PeekFIFO(8, depth, peek_shape=4, held_shape=5 if held else None, held_copies=copies)
     rng = np.random.default_rng(depth + 10 * held + 100 * copies)
     model = collections.deque()         # (payload, peek part, held part)

@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
@@ -137,25 +138,27 @@ def test_drop_counter_saturates():
     assert result["drops"] == 3 and result["error"] == 1
 
 
-@pytest.mark.parametrize("refused", [1, 2])
-def test_ramp_grants_only_heads_the_core_accepts(refused):
+@pytest.mark.parametrize("seed", range(3))
+def test_ramp_grants_only_heads_the_core_accepts(seed):
     """``Router(ramp_accept=True)`` shows each input's head color and asks per input: the ramp
-    grants a head only in a cycle in which the answer for that input is yes. Three inputs
-    offer three colors to the ramp at once; color ``refused`` is refused on even cycles and
-    color 3 always, so a router that gave every input another input's answer (input 0, N, is
-    one of them) delivers a word in a refused cycle, or never delivers color 3's."""
-    table = RouteTable(24, {1: ("N", "R"), 2: ("W", "R"), 3: ("E", "R")})
+    grants a head only in a cycle in which the answer for that input is yes. Four inputs offer
+    four colors to the ramp at once and the answers are random per color and cycle (color 3,
+    E's, always no), so a router that gave an input another input's answer grants a word in a
+    refused cycle, or E's word at all."""
+    table = RouteTable(24, {1: ("N", "R"), 2: ("W", "R"), 3: ("E", "R"), 4: ("S", "R")})
     router = Router(routes=table, n_queues=1, depth=2, ramp_accept=True)
+    yes = np.random.default_rng(seed).random((32, 200)) < 0.4
+    yes[3] = False
 
     def accept(color, cycle):
-        return not (color == 3 or (color == refused and cycle % 2 == 0))
+        return bool(yes[color, cycle])
 
     streams = {Direction.N: words(1, range(10)), Direction.W: words(2, range(10, 20)),
-               Direction.E: words(3, range(20, 30))}
-    received, result, _ = run_router(router, streams, cycles=24 + 80, ramp_accept=accept)
+               Direction.E: words(3, range(20, 30)), Direction.S: words(4, range(30, 40))}
+    received, result, _ = run_router(router, streams, cycles=24 + 150, ramp_accept=accept)
     ramp = received[Direction.R]
-    assert [w for _, w in ramp if w >> 32 == 1] == streams[Direction.N]
-    assert [w for _, w in ramp if w >> 32 == 2] == streams[Direction.W]
+    for color, d in ((1, Direction.N), (2, Direction.W), (4, Direction.S)):
+        assert [w for _, w in ramp if w >> 32 == color] == streams[d]
     # granted in the cycle before it is in the ramp's output register
     assert all(accept(w >> 32, cycle - 1) for cycle, w in ramp), "granted a refused head"
     assert not [w for _, w in ramp if w >> 32 == 3], "granted color 3, always refused"

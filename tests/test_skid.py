@@ -7,6 +7,7 @@ cycle later, every output a register."""
 import random
 
 import pytest
+from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from wse.fabric.config import MeshConfig
@@ -156,6 +157,9 @@ def test_mesh_config_reaches_the_core_of_either_kind_of_tile(copies):
     mesh = Mesh(config, shared_tile=False)
     for tile in (mesh.tile(1, 0), mesh.strapped_tile()):
         assert (tile.core.held_copies, tile.core.counter_adders) == (copies, 3 - copies)
+    # and the core builds the second copy (a memory of its own) only when asked
+    text = rtlil.convert(mesh.strapped_tile().core)
+    assert ("held_1" in text) == (copies == 2)
 
 
 @pytest.mark.parametrize("bad", ["X", 3, "NN E"])
