@@ -207,6 +207,9 @@ FIGURES = {
     "sim.compiled_4x4": (lambda r: _sim_row(r, "4x4")["compiled_cycles_per_second"], _kilo),
     "sim.cocotb_4x4": (lambda r: _sim_row(r, "4x4")["cocotb_cycles_per_second"], _kilo),
     "sim.efficiency_4x4": (lambda r: _sim_row(r, "4x4")["harness_efficiency"], "{:.2f}"),
+    "sim.verilator_4x4": (lambda r: _sim_row(r, "4x4")["verilator_cycles_per_second"], _kilo),
+    "sim.lanes_vs_verilator_4x4": (lambda r: _sim_row(r, "4x4")["lanes_vs_verilator"],
+                                   "{:.1f}x"),
     "sim.threads": (lambda r: "; ".join(f"{n} thread{'s' if n != '1' else ''}: {_kilo(v)}"
                                         for n, v in r["sim"]["threads"].items() if n != "mesh"),
                     "{}"),
@@ -255,16 +258,20 @@ def _gemm_sweep_table(r):
 
 
 def _sim_table(r):
-    rows = [(m["mesh"], m["shape"], f"{m['cycles']:,}", _kilo(m["compiled_cycles_per_second"]),
+    rows = [(m["mesh"], m["shape"], f"{m['cycles']:,}", m["engine"],
+             _kilo(m["compiled_cycles_per_second"]),
+             _kilo(m["verilator_cycles_per_second"]) if m["verilator_cycles_per_second"] else "–",
+             f"{m['lanes_vs_verilator']:.1f}x" if m["lanes_vs_verilator"] else "–",
              _kilo(m["cocotb_cycles_per_second"]) if m["cocotb_cycles_per_second"] else "–",
              f"**{m['speedup']:.1f}x**" if m["speedup"] else "–",
              _kilo(m["free_running_cycles_per_second"]), f"{m['harness_efficiency']:.2f}",
              f"{m['pe_cycles_per_second'] / 1e6:.2f} M",
              f"{m['build_seconds']:.0f} s{' (hierarchical)' if m.get('hierarchical') else ''}")
             for m in r["sim"]["meshes"]]
-    return _table(("mesh", "GEMM (out x in x tokens)", "cycles", "compiled cycles/s",
-                   "cocotb cycles/s", "speedup", "free-running cycles/s", "harness efficiency",
-                   "PE cycles/s", "build"), rows, ["---", "---", *["---:"] * 8])
+    return _table(("mesh", "GEMM (out x in x tokens)", "cycles", "model", "compiled cycles/s",
+                   "Verilator's model cycles/s", "lanes / Verilator", "cocotb cycles/s",
+                   "speedup", "free-running cycles/s", "harness efficiency", "PE cycles/s",
+                   "build"), rows, ["---", "---", "---:", "---", *["---:"] * 9])
 
 
 #: The rows of the training table: a label and a template whose ``{NAME}`` are figures.

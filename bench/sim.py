@@ -2,14 +2,17 @@
 
 For each mesh size, one GEMM program sized to the mesh (``out = in = 32 x rows`` features,
 ``8 x cols`` tokens, half the weights pruned) runs on the compiled backend
-(:class:`runtime.compiled.CompiledSystem`) and, where that is practical (up to
-``cocotb_max_tiles`` tiles), on the cocotb path (``verilator-cocotb``, the same RTL) in the same
-run. Both must give the reference's result and the same cycle count. The figures are the
+(:class:`runtime.compiled.CompiledSystem`) as the lanes model and, up to
+``verilator_max_tiles`` tiles (flat builds), as Verilator's model on the same harness, and,
+where that is practical (up to ``cocotb_max_tiles`` tiles), on the cocotb path
+(``verilator-cocotb``, the same RTL) in the same run. All must give the reference's result and
+the same cycle count. The ``compiled_*`` figures are the model the backend picks for that mesh
+by default (``engine``: lanes above ``LANES_ABOVE`` tiles). The figures are the
 compute phase's (one exchange: the weights streamed and the totals streamed out), timed from
 Python around the exchange; ``free_running_cycles_per_second`` is the same exchange timed
 inside the simulator's C++ loop, with its inputs already there (the limit of this model on
 this machine), and ``harness_efficiency`` their ratio. Verilator's ``--threads`` is measured on
-the largest mesh (the most tiles).
+the largest mesh (the most tiles), one thread against each count asked for.
 """
 
 import time
@@ -21,6 +24,7 @@ from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.mesh_model import gemm_reference
 from wse.rtl.validate import count, number
 from wse.runtime import CompiledSystem, open_system
+from wse.runtime.compiled import LANES_ABOVE
 
 from .gemm import prune, random_operands
 
@@ -71,11 +75,12 @@ def _run(backend, config, program, X, *, min_seconds, max_runs, **options):
             figures["free_running_cycles_per_second"] = result.cycles / loop
             figures["build_seconds"] = system.harness.build_seconds
             figures["hierarchical"] = system.harness.hierarchical
+            figures["engine"] = system.harness.engine
     return figures, totals, result.cycles
 
 
 def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=16,
-              threads=(2,), min_seconds=1.0, progress=None):
+              verilator_max_tiles=64, threads=(2,), min_seconds=1.0, progress=None):
     """Measure each of ``meshes`` (``"RxC"`` or ``(rows, cols)``); returns ``{"meshes": [rows
     of figures], "threads": {...}}`` (see ``docs/sim.md`` for every key).
 
@@ -87,20 +92,38 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
         raise ValueError("meshes must name at least one mesh")
     number("sparsity", sparsity, 0, 1, open_hi=True)
     cocotb_max_tiles = count("cocotb_max_tiles", cocotb_max_tiles, 0)
+    verilator_max_tiles = count("verilator_max_tiles", verilator_max_tiles, 0)
     say = progress or (lambda line: None)
     rows_out, cases = [], {}
     for rows, cols in shapes:
         config, program, X, shape, nnz = cases[rows, cols] = _case(rows, cols, sparsity, seed)
         reference = gemm_reference(config, program, X)[1]
-        say(f"{rows}x{cols}: building and running the compiled model")
-        compiled, totals, cycles = _run("verilator", config, program, X,
-                                        min_seconds=min_seconds, max_runs=50)
+        models = {}                 # engine -> (figures, totals, cycles)
+        say(f"{rows}x{cols}: building and running the lanes model")
+        models["lanes"] = _run("verilator", config, program, X, min_seconds=min_seconds,
+                               max_runs=50, engine="lanes")
+        default = "lanes" if rows * cols > LANES_ABOVE else "verilator"
+        if rows * cols <= verilator_max_tiles or default == "verilator":
+            say(f"{rows}x{cols}: building and running Verilator's model")
+            models["verilator"] = _run("verilator", config, program, X,
+                                       min_seconds=min_seconds, max_runs=50,
+                                       engine="verilator", hierarchical=False)
+        _, totals, cycles = models["lanes"]
         if not np.array_equal(totals, reference):
             raise RuntimeError(f"the compiled {rows}x{cols} mesh's GEMM differs from the "
                                f"reference")
+        if "verilator" in models and (models["verilator"][2] != cycles or not np.array_equal(
+                models["verilator"][1], totals)):
+            raise RuntimeError(f"{rows}x{cols}: the lanes model took {cycles} cycles, "
+                               f"Verilator's {models['verilator'][2]}"
+                               + ("" if np.array_equal(models["verilator"][1], totals)
+                                  else ", and their results differ"))
+        compiled = models[default][0]
+        verilated = models.get("verilator", (None,))[0]
         row = {"mesh": f"{rows}x{cols}", "tiles": rows * cols,
                "shape": shape, "nnz": nnz,
                "cycles": cycles,
+               "engine": default,
                "compiled_cycles_per_second": compiled["cycles_per_second"],
                "free_running_cycles_per_second": compiled["free_running_cycles_per_second"],
                "harness_efficiency": (compiled["cycles_per_second"]
@@ -108,6 +131,10 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
                "pe_cycles_per_second": compiled["cycles_per_second"] * rows * cols,
                "build_seconds": compiled["build_seconds"],
                "hierarchical": compiled["hierarchical"],
+               "lanes_cycles_per_second": models["lanes"][0]["cycles_per_second"],
+               "verilator_cycles_per_second": verilated and verilated["cycles_per_second"],
+               "lanes_vs_verilator": verilated and (models["lanes"][0]["cycles_per_second"]
+                                                    / verilated["cycles_per_second"]),
                "cocotb_cycles_per_second": None, "speedup": None}
         if rows * cols <= cocotb_max_tiles:
             say(f"{rows}x{cols}: the same program under cocotb")
@@ -128,16 +155,17 @@ def bench_sim(meshes=DEFAULT_MESHES, *, sparsity=0.5, seed=1, cocotb_max_tiles=1
 
 def _threads(case, threads, min_seconds, single, say):
     """Verilator ``--threads`` on the mesh of ``case`` (:func:`_case`): ``{"mesh", "1":
-    cycles/s, "<n>": cycles/s, ...}`` (each ``n`` above 1 a build of its own)."""
+    cycles/s, "<n>": cycles/s, ...}`` (each ``n`` a build of its own; Verilator's model, not
+    the lanes model, which has no threads)."""
     config, program, X, _, _ = case
     rows, cols = config.rows, config.cols
-    result = {"mesh": f"{rows}x{cols}", "1": single["compiled_cycles_per_second"]}
-    for n in sorted(set(threads) - {1}):
+    result = {"mesh": f"{rows}x{cols}"}
+    for n in sorted(set(threads) | {1}):
         say(f"{rows}x{cols}: building and running with --threads {n}")
         figures, _, cycles = _run("verilator", config, program, X, min_seconds=min_seconds,
-                                  max_runs=50, threads=n)
+                                  max_runs=50, engine="verilator", threads=n)
         if cycles != single["cycles"]:
-            raise RuntimeError(f"--threads {n} took {cycles} cycles, one thread "
-                               f"{single['cycles']}")
+            raise RuntimeError(f"Verilator with --threads {n} took {cycles} cycles, the lanes "
+                               f"model {single['cycles']}")
         result[str(n)] = figures["cycles_per_second"]
     return result

@@ -26,7 +26,7 @@ def _cocotb(sim):
 #: path, for debugging).
 REGISTRY = MappingProxyType({
     "golden": GoldenSystem,
-    "verilator": CompiledSystem,     # options: waves=, watchdog=, reply_timeout=, threads=
+    "verilator": CompiledSystem,     # options: engine=, waves=, watchdog=, reply_timeout=, threads=
     "icarus": _cocotb("icarus"),
     "verilator-cocotb": _cocotb("verilator"),
     "board": BoardSystem,            # options: port= (required), baud=, timeout=, fifo_depth=

@@ -1,9 +1,11 @@
-"""The ``verilator`` backend: the mesh's RTL as a compiled Verilator model, whole exchanges in C++.
+"""The ``verilator`` backend: the mesh's RTL as a compiled model, whole exchanges in C++.
 
-:class:`CompiledSystem` builds the mesh with its C++ stream drivers (:mod:`wse.sim.compiled`,
-once per design, cached on disk), starts the executable and feeds it each exchange's streams in
-bulk through a pipe; the simulator runs the exchange to the end without Python and sends back
-what left the outlets, the cycles and the sticky flags. Cycle for cycle it is the cocotb path
+:class:`CompiledSystem` builds the mesh with its C++ stream drivers (once per design, cached on
+disk) as one of two models: the lanes model (:mod:`wse.sim.lanes`: every tile one lane of the
+same vector instructions, the default) or Verilator's (:mod:`wse.sim.compiled`), starts the
+executable and feeds it each exchange's streams in bulk through a pipe; the simulator runs the
+exchange to the end without Python and sends back what left the outlets, the cycles and the
+sticky flags. Cycle for cycle it is the cocotb path
 (:mod:`wse.runtime.simulator`, backend ``verilator-cocotb``), which stays for the testbenches
 and for debugging. Protocol and design: ``docs/sim.md``.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from wse.rtl.validate import count, number
 from wse.sim.cocotb_run import DEFAULT_TIMEOUT
 from wse.sim.compiled import build_harness
+from wse.sim.lanes import build_lanes_harness
 
 from .simulator import _reply
 from .system import SimulationError, System
@@ -31,12 +34,25 @@ _WORD = struct.Struct("<Q")
 CLOSE_WAIT = 30.0
 
 
+#: The models :class:`CompiledSystem` can run.
+ENGINES = ("lanes", "verilator")
+#: By default, meshes of more tiles than this run as lanes: the lanes model costs about the same
+#: per cycle for 1 to 16 tiles, Verilator's grows with each (equal at 2x2: ``docs/sim.md``).
+LANES_ABOVE = 4
+
+
 class CompiledSystem(System):
-    """The RTL of the mesh of ``config`` as a compiled Verilator model in its own process,
-    which keeps its state from call to call.
+    """The RTL of the mesh of ``config`` as a compiled model in its own process, which keeps
+    its state from call to call.
 
     Parameters
     ----------
+    engine : str or None
+        ``"lanes"``: the tile's netlist as vector code, every tile a lane (:mod:`sim.lanes`;
+        no waveforms, no threads); ``"verilator"``: the Verilated mesh (:mod:`sim.compiled`).
+        Both give the same results in the same cycles. ``None``: lanes for meshes of more than
+        :data:`LANES_ABOVE` tiles unless ``waves``, ``threads`` or ``hierarchical`` ask for
+        Verilator.
     waves : bool or path
         Record an FST waveform of the whole session (``True``: ``waves.fst`` in the session's
         folder); its path is :attr:`waves`.
@@ -48,10 +64,10 @@ class CompiledSystem(System):
     reply_timeout : float or None
         Wall-clock seconds an exchange may take (``WSE_SIM_TIMEOUT``, 900 s, by default).
     threads : int
-        Verilator's ``--threads`` for the model (a separate build).
+        Verilator's ``--threads`` for the model (a separate build; Verilator only).
     hierarchical : bool or None
-        Build the tile once as a Verilator hierarchical block: seconds to build whatever the
-        mesh's size, about four times slower to run. ``None``: for meshes of more than
+        Verilator only: build the tile once as a hierarchical block: seconds to build whatever
+        the mesh's size, about four times slower to run. ``None``: for meshes of more than
         :data:`sim.compiled.HIERARCHICAL_ABOVE` tiles.
 
     Members
@@ -65,17 +81,30 @@ class CompiledSystem(System):
 
     backend = "verilator"
 
-    def __init__(self, config=None, *, waves=False, watchdog=5000, reset_cycles=3,
+    def __init__(self, config=None, *, engine=None, waves=False, watchdog=5000, reset_cycles=3,
                  reply_timeout=None, threads=1, hierarchical=None):
         super().__init__(config)
+        verilator_only = [name for name, asked in (("waves", bool(waves)), ("threads",
+                          threads != 1), ("hierarchical", hierarchical is not None)) if asked]
+        if engine is None:
+            small = self.config.rows * self.config.cols <= LANES_ABOVE
+            engine = "verilator" if verilator_only or small else "lanes"
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        if engine == "lanes" and verilator_only:
+            raise ValueError(f"{verilator_only[0]} needs engine='verilator' (the lanes model "
+                             f"has none)")
         self.watchdog = count("watchdog", watchdog)
         self.reset_cycles = count("reset_cycles", reset_cycles)
         self.reply_timeout = number("reply_timeout", DEFAULT_TIMEOUT if reply_timeout is None
                                     else reply_timeout, 0, open_lo=True)
         self.loop_seconds = 0.0
         try:
-            self.harness = build_harness(self.config, waves=bool(waves), threads=threads,
-                                         hierarchical=hierarchical)
+            if engine == "lanes":
+                self.harness = build_lanes_harness(self.config)
+            else:
+                self.harness = build_harness(self.config, waves=bool(waves), threads=threads,
+                                             hierarchical=hierarchical)
         except RuntimeError as error:       # a failed build names its log
             raise SimulationError(str(error)) from None
         self._folder = Path(tempfile.mkdtemp(prefix="wse-compiled-"))
@@ -91,7 +120,7 @@ class CompiledSystem(System):
             self._process = subprocess.Popen(command, stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=log,
                                              cwd=self._folder)
-        self._peer = "the compiled verilator simulation"
+        self._peer = f"the compiled {engine} simulation"
 
     # The System's primitive -------------------------------------------------------------------
 

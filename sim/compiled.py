@@ -62,6 +62,7 @@ class Harness:
     build_seconds: float
     inputs: tuple
     outputs: tuple
+    engine: str = "verilator"      # or "lanes" (sim/lanes.py)
 
 
 def harness_top(config, top):

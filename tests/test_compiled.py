@@ -1,7 +1,8 @@
-"""The compiled Verilator backend (:class:`runtime.compiled.CompiledSystem`) against the cocotb path
-on the same RTL: the same results, cycle counts, flags and counters, exchange after exchange;
-and its errors (a stuck mesh named by port and color, a dead simulator, a closed System). Its
-waveforms are tested through ``wse gemm --waves`` (tests/test_cli_gemm.py)."""
+"""The compiled backend (:class:`runtime.compiled.CompiledSystem`) against the cocotb path on the
+same RTL: the same results, cycle counts, flags and counters, exchange after exchange, with
+either model (the lanes model, the default, and Verilator's); and its errors (a stuck mesh named
+by port and color, a dead simulator, a closed System, a failed build). Its waveforms (Verilator
+only) are tested through ``wse gemm --waves`` (tests/test_cli_gemm.py)."""
 
 import numpy as np
 import pytest
@@ -9,10 +10,12 @@ import pytest
 from wse.fabric import pe_model
 from wse.fabric.config import MeshConfig
 from wse.rtl.core_params import COUNTERS
+from wse.rtl.numfmt import BFloat16
 from wse.rtl.wavelet import pack
 from wse.runtime import CocotbSystem, CompiledSystem, GoldenSystem, SimulationError
 from wse.sim.compiled import harness_top
 
+from .test_bf16 import bf16_operands
 from .test_mesh_cocotb import MESH_2X3, random_gemm
 
 #: One worker builds and runs the compiled models (the cocotb path's 2x3 build is on disk,
@@ -95,8 +98,54 @@ def check_against(config, seed, steps, reference=None, **options):
 
 def test_a_random_program_runs_cycle_for_cycle_as_under_cocotb(figure):
     exchanges, cycles = check_against(MESH_2X3, seed=11, steps=4)
-    figure(f"compiled vs cocotb, mesh 2x3: {exchanges} exchanges, {cycles} cycles, every "
-           f"exchange's outlets, cycles and flags equal, counters equal")
+    figure(f"compiled (lanes) vs cocotb, mesh 2x3: {exchanges} exchanges, {cycles} cycles, "
+           f"every exchange's outlets, cycles and flags equal, counters equal")
+
+
+def test_the_lanes_model_runs_cycle_for_cycle_as_verilators(figure):
+    exchanges, cycles = check_against(MESH_2X3, seed=13, steps=4, engine="lanes",
+                                      reference=CompiledSystem(MESH_2X3, engine="verilator"))
+    figure(f"compiled, lanes vs Verilator, mesh 2x3: {exchanges} exchanges, {cycles} cycles, "
+           f"equal")
+
+
+def test_a_mesh_of_two_lane_groups_runs_cycle_for_cycle_as_verilators(figure):
+    """17 tiles: the last a lane of a second group, its neighbours' links across groups."""
+    config = MeshConfig(1, 17, n_feat=8, n_tok=2, n_out=8)
+    exchanges, cycles = check_against(config, seed=14, steps=3, engine="lanes",
+                                      reference=CompiledSystem(config, engine="verilator"))
+    figure(f"compiled, lanes vs Verilator, mesh 1x17 (two lane groups): {exchanges} exchanges, "
+           f"{cycles} cycles, equal")
+
+
+def test_the_lanes_model_runs_bf16_cycle_for_cycle_as_verilators(figure):
+    """bf16 operands over the whole exponent range (subnormals, infinities, NaNs, arbitrary
+    patterns), raw binary32 totals and requantised results."""
+    config = MeshConfig(2, 2, n_feat=8, n_tok=4, n_out=8, fmt=BFloat16())
+    rng = np.random.default_rng(15)
+    with CompiledSystem(config) as lanes, CompiledSystem(config, engine="verilator") as rtl, \
+            GoldenSystem(config) as golden:
+        for k in range(4):
+            W = bf16_operands(rng, (12, 14), zeros=0.5, wild=0.3)
+            X = bf16_operands(rng, (14, 6), wild=0.3)
+            got = [system.gemm(W, X, raw=k % 2 == 1) for system in (lanes, rtl, golden)]
+            assert got[0].cycles == got[1].cycles
+            assert got[0].overflow == got[1].overflow
+            np.testing.assert_array_equal(got[0].y, got[1].y)
+            np.testing.assert_array_equal(got[0].y, got[2].y)
+    figure(f"compiled bf16, lanes vs Verilator, mesh 2x2: 4 GEMMs, {got[0].cycles} cycles the "
+           f"last, equal and equal to golden")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"engine": "vcs"}, r"^engine must be one of lanes, verilator, not 'vcs'$"),
+    ({"engine": "lanes", "waves": True}, r"^waves needs engine='verilator' \(the lanes model "
+                                         r"has none\)$"),
+    ({"engine": "lanes", "threads": 2}, r"^threads needs engine='verilator'"),
+])
+def test_engine_options_are_checked(options, message):
+    with pytest.raises(ValueError, match=message):
+        CompiledSystem(MESH_2X3, **options)
 
 
 def test_the_hierarchical_build_runs_cycle_for_cycle_as_the_flat_one(figure):
@@ -133,23 +182,30 @@ def test_a_stuck_mesh_is_named_by_port_and_color_and_the_system_ends():
             rtl.exchange({0: []})
 
 
-def test_a_simulator_that_dies_is_a_one_line_error():
-    rtl = CompiledSystem(MESH_2X3)
+@pytest.mark.parametrize("engine", ["lanes", "verilator"])
+def test_a_simulator_that_dies_is_a_one_line_error(engine):
+    rtl = CompiledSystem(MESH_2X3, engine=engine)
     rtl._process.kill()
-    with pytest.raises(SimulationError, match=r"^the compiled verilator simulation ended: exit "
+    with pytest.raises(SimulationError, match=rf"^the compiled {engine} simulation ended: exit "
                                               r"status -9$"):
         rtl.exchange({0: []})
     rtl.close()     # nothing left to do
 
 
-def test_a_failed_build_is_a_simulation_error_naming_its_log(monkeypatch, tmp_path):
-    from wse.sim import compiled
+@pytest.mark.parametrize("engine, flags, what", [
+    ("verilator", "_VERILATOR_ARGS", "the compiled wse_mesh_1x1"),
+    ("lanes", "CXXFLAGS", "the lanes model of lanes_1x1"),
+])
+def test_a_failed_build_is_a_simulation_error_naming_its_log(monkeypatch, tmp_path, engine, flags,
+                                                             what):
+    from wse.sim import cocotb_run, compiled, lanes
 
-    monkeypatch.setattr(compiled, "_VERILATOR_ARGS", [*compiled._VERILATOR_ARGS, "--no-such"])
+    module = compiled if engine == "verilator" else lanes
+    monkeypatch.setattr(module, flags, [*getattr(module, flags), "--no-such"])
     monkeypatch.setattr(compiled, "BUILD_ROOT", tmp_path)
-    with pytest.raises(SimulationError, match=r"^building the compiled wse_mesh_1x1 failed "
-                                              r"\(log: .*build\.log\):"):
-        CompiledSystem(MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4))
+    monkeypatch.setattr(cocotb_run, "BUILD_ROOT", tmp_path)
+    with pytest.raises(SimulationError, match=rf"^building {what} failed \(log: .*build\.log\):"):
+        CompiledSystem(MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4), engine=engine)
 
 
 def test_the_wrapper_ties_outlets_ready_and_registers_the_reset():
@@ -160,3 +216,14 @@ def test_the_wrapper_ties_outlets_ready_and_registers_the_reset():
     assert all(f".m_axis_s{c}_tready(1'b1)" in verilog for c in range(3))
     assert "in[1].tready = &top->s_axis_w1_tready;" in header
     assert "tready" not in "".join(line for line in header.splitlines() if "out[" in line)
+
+
+def test_the_lanes_model_names_a_cell_it_does_not_know():
+    from wse.sim.lanes_netlist import Tile
+
+    module = {"netnames": {}, "ports": {"a": {"direction": "input", "bits": [2, 3]},
+                                        "y": {"direction": "output", "bits": [4, 5]}},
+              "cells": {"d": {"type": "$div", "parameters": {},
+                              "connections": {"A": [2, 3], "B": [2, 3], "Y": [4, 5]}}}}
+    with pytest.raises(ValueError, match=r"^the lanes model has no \$div cell$"):
+        Tile(module)

@@ -138,15 +138,19 @@ def bench_gemm(mesh, sparsity, out_features, in_features, tokens, act_sparsity, 
               help="Fraction of the GEMM's weights pruned.")
 @click.option("--cocotb-max-tiles", type=click.IntRange(min=0), default=16, show_default=True,
               help="Run the cocotb path too on meshes of at most this many tiles.")
+@click.option("--verilator-max-tiles", type=click.IntRange(min=0), default=64,
+              show_default=True,
+              help="Run Verilator's model too on meshes of at most this many tiles.")
 @click.option("--threads", "threads", type=click.IntRange(min=1), multiple=True,
               default=(2,), show_default=True,
               help="Verilator --threads to measure on the largest mesh, besides one thread "
-                   "(repeatable; 1 alone: no other).")
+                   "(repeatable; 1 alone: one thread only).")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout (nothing else).")
-def bench_sim(meshes, sparsity, cocotb_max_tiles, threads, seed, as_json):
-    """RTL simulation speed: a GEMM per mesh on the compiled Verilator model and under cocotb,
-    cycles per second, speedup and the free-running limit (results and cycles cross-checked)."""
+def bench_sim(meshes, sparsity, cocotb_max_tiles, verilator_max_tiles, threads, seed, as_json):
+    """RTL simulation speed: a GEMM per mesh on the compiled backend (the lanes model), on
+    Verilator's model and under cocotb: cycles per second, speedups and the free-running limit
+    (results and cycles cross-checked)."""
     from wse.bench.sim import DEFAULT_MESHES
     from wse.bench.sim import bench_sim as measure
     from wse.fabric.config import parse_mesh
@@ -158,7 +162,8 @@ def bench_sim(meshes, sparsity, cocotb_max_tiles, threads, seed, as_json):
     with console.status("simulation bench") as status:
         try:
             figures = measure(meshes, sparsity=sparsity, seed=seed, threads=threads,
-                              cocotb_max_tiles=cocotb_max_tiles, progress=status.update)
+                              cocotb_max_tiles=cocotb_max_tiles,
+                              verilator_max_tiles=verilator_max_tiles, progress=status.update)
         except (RuntimeError, ValueError) as error:   # SimulationError is a RuntimeError
             raise click.ClickException(str(error)) from error
     if as_json:
@@ -168,6 +173,9 @@ def bench_sim(meshes, sparsity, cocotb_max_tiles, threads, seed, as_json):
                   box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     columns = {"mesh": "mesh", "shape": "GEMM", "cycles": "cycles",
                "compiled_cycles_per_second": "compiled c/s",
+               "engine": "model", "lanes_cycles_per_second": "lanes c/s",
+               "verilator_cycles_per_second": "Verilator c/s",
+               "lanes_vs_verilator": "lanes/Verilator",
                "cocotb_cycles_per_second": "cocotb c/s", "speedup": "speedup",
                "free_running_cycles_per_second": "free-running c/s",
                "harness_efficiency": "efficiency", "pe_cycles_per_second": "PE c/s",
@@ -179,7 +187,8 @@ def bench_sim(meshes, sparsity, cocotb_max_tiles, threads, seed, as_json):
                         for k in columns))
     Console().print(table)
     t = figures["threads"]
-    console.print(f"{t['mesh']}: " + ", ".join(f"--threads {k}: {v:,.0f} cycles/s"
+    console.print(f"{t['mesh']}, Verilator's model: " + ", ".join(
+                      f"--threads {k}: {v:,.0f} cycles/s"
                                              for k, v in t.items() if k != "mesh"),
                   markup=False, highlight=False)
 

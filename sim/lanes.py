@@ -1,0 +1,262 @@
+"""The mesh as lanes: every tile of a mesh one lane of the same vector instructions.
+
+A mesh repeats one tile module (``fabric.mesh.TILE_MODULE``; only its straps differ), so its
+tiles can be simulated together: :func:`generate` turns the tile's word-level netlist (Yosys on
+the exported Verilog: :mod:`sim.lanes_netlist`) into C++ (:mod:`sim.lanes_cpp`) in which
+every signal is a vector of :data:`LANES` values, one per tile, and every cell one vector
+operation for all of them (GCC vector extensions: on AVX-512, sixteen 32-bit lanes an
+instruction). The mesh's wiring (a tile's outputs to its neighbours' inputs, the edge ports,
+the flags) is generated from :mod:`fabric.mesh` beside it, and the model has the members of
+the Verilated ``wse_harness`` that ``sim/harness/mesh_harness.cpp`` drives, so the same stream
+drivers run it (``docs/sim.md``, "The lanes model").
+
+Evaluation: the tile's combinational cells in dependency order, in *phases* separated by the
+exchanges between tiles (a tile input that comes from a neighbour's output is copied across
+lanes once every lane has computed that output: a neighbour's ``ready`` depends on what this
+tile offers); then, at a rising clock, every register and memory takes its next value. The
+model assumes what the harness does: after a rising edge nothing is read before the inputs are
+set and the model evaluated again, so a rising edge only commits.
+"""
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from wse.fabric.mesh import TILE_MODULE, Mesh, edge_ports
+from wse.rtl.tile import strap_values
+from wse.rtl.wavelet import Direction
+
+from . import cocotb_run, toolchain
+from .compiled import HARNESS, Harness
+from .lanes_cpp import LANES, PRELUDE, Writer
+from .lanes_netlist import Tile, exchange_source, ordered, schedule, tile_netlist
+from .lanes_netlist import mask as _mask
+from .lanes_netlist import value_type as _type
+
+__all__ = ["LANES", "generate", "build_lanes_harness"]
+
+_STEPS = {Direction.N: (-1, 0), Direction.E: (0, 1), Direction.S: (1, 0), Direction.W: (0, -1)}
+
+
+def generate(config, module):
+    """C++ header of the lanes model of ``config``'s mesh from the tile's Yosys JSON
+    ``module``; also the input and output edge port names in ``edge_ports`` order."""
+    tile = Tile(module)
+    exchanges = schedule(tile)
+    writer = Writer(tile)
+    rows, cols = config.rows, config.cols
+    n_tiles = rows * cols
+    groups = -(-n_tiles // LANES)
+    ports = edge_ports(config)
+    inputs = [name for name, way, _, _ in ports if way == "in"]
+    outputs = [name for name, way, _, _ in ports if way == "out"]
+    edge = {(tile_rc, d, way): name for name, way, tile_rc, d in ports}
+    lines = [PRELUDE, f"constexpr int GROUPS = {groups};", f"constexpr int TILES = {n_tiles};",
+             "", "struct LaneMesh {"]
+    # the harness's members
+    lines += ["  CData clk = 0, rst_in = 0, error = 0, overflow = 0, idle = 0;"]
+    for name in inputs:
+        lines.append(f"  IData {name}_tdata = 0; CData {name}_tdest = 0, {name}_tuser = 0, "
+                     f"{name}_tvalid = 0, {name}_tready = 0;")
+    for name in outputs:
+        lines.append(f"  IData {name}_tdata = 0; CData {name}_tdest = 0, {name}_tuser = 0, "
+                     f"{name}_tvalid = 0;")
+    lines += ["  CData rst = 0, last_clk = 0;"]
+    # the lanes' registers, twice: this cycle's and the next's (a rising edge swaps them)
+    lines.append("  struct State {")
+    for sig in tile.signals.values():
+        if sig.kind == "state":
+            lines.append(f"    {_type(sig.width)} {sig.name}[GROUPS];")
+    lines += ["  } st[2];", "  int cur = 0;"]
+    for sig in tile.signals.values():
+        if sig.kind in ("input", "strap", "rst") or (sig.kind == "comb" and sig.stored):
+            lines.append(f"  {_type(sig.width)} {sig.name}[GROUPS];")
+    for mem, (width, size, _, offset) in tile.memories.items():
+        if offset:
+            raise ValueError(f"the lanes model has no memory with an offset ({mem})")
+        element = "uint32_t" if width <= 32 else "uint64_t"
+        lines.append(f"  {element} {mem}[GROUPS][{size}][{LANES}];")
+    writes = [n for n in tile.nodes if n.kind == "write"]
+    for node in writes:
+        t = _type(node.width)
+        lines.append(f"  W wa_{node.name}[GROUPS]; {t} wd_{node.name}[GROUPS], "
+                     f"we_{node.name}[GROUPS];")
+
+    # construction: power-up values, straps
+    lines += ["", "  explicit LaneMesh(VerilatedContext *) {",
+              "    std::memset(static_cast<void *>(this), 0, sizeof *this);"]
+    for sig in tile.signals.values():
+        if sig.kind == "state" and getattr(sig, "init", 0):
+            t = _type(sig.width)
+            lines.append(f"    for (int g = 0; g < GROUPS; ++g) st[0].{sig.name}[g] = "
+                         f"({t}){{}} + {sig.init}{'u' if t == 'W' else 'ull'};")
+    for mem, (_, _, words, _) in tile.memories.items():
+        for a, word in enumerate(words):
+            if word:
+                lines.append(f"    for (int g = 0; g < GROUPS; ++g) for (int l = 0; l < "
+                             f"{LANES}; ++l) {mem}[g][{a}][l] = {word}u;")
+    plan = config.plan
+    for r in range(rows):
+        for c in range(cols):
+            lane = r * cols + c
+            straps = strap_values(config.core(r, c), plan.routes(r, c), plan.cfg_route(r, c))
+            for name, value in straps.items():
+                for k, sig in enumerate(tile.inputs[name]):
+                    limb = (value >> (64 * k)) & _mask(sig.width)
+                    lines.append(f"    {sig.name}[{lane // LANES}][{lane % LANES}] = {limb}u"
+                                 f"{'ll' if sig.width > 32 else ''};")
+    lines.append("  }")
+
+    # the exchanges: where each tile input comes from, lane by lane
+    def exchange(sig_name):
+        port = sig_name[3:]
+        d, source = exchange_source(port)
+        member = port.split("__")[1]
+        out = []
+        for r in range(rows):
+            for c in range(cols):
+                lane = r * cols + c
+                dr, dc = _STEPS[d]
+                target = f"{sig_name}[{lane // LANES}][{lane % LANES}]"
+                if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                    other = (r + dr) * cols + c + dc
+                    value = f"out_{source}[{other // LANES}][{other % LANES}]"
+                elif port.startswith("i_") and ((r, c), d, "in") in edge:
+                    name = edge[(r, c), d, "in"]
+                    value = {"valid": f"{name}_tvalid",
+                             "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & 31) "
+                                        f"<< 32 | uint64_t({name}_tuser & 1) << 37)"}[member]
+                elif port.startswith("o_") and ((r, c), d, "out") in edge:
+                    value = "1"              # the harness's wrapper: outlets always ready
+                else:
+                    value = "0"
+                out.append(f"    {target} = {value};")
+        return out
+
+    phases = max(n.phase for n in tile.nodes) + 1
+    lines += ["", "  void settle() {", "    State &s = st[cur], &n = st[cur ^ 1];",
+              "    for (int g = 0; g < GROUPS; ++g) " + "; ".join(
+                  f"{sig.name}[g] = (W){{}} + rst" for sig in tile.inputs["rst"]) + ";"]
+    for phase in range(phases):
+        members = [n for n in tile.nodes if n.phase == phase]
+        for sig_name in exchanges:
+            if tile.signals[sig_name].phase == phase:
+                lines += exchange(sig_name)
+        lines.append("    for (int g = 0; g < GROUPS; ++g) {")
+        lines += [f"      {writer.node(n)}" for n in ordered(members)]
+        lines.append("    }")
+    # what the harness reads
+    flags = {"idle": ("&", "1"), "error": ("|", "0"), "overflow": ("|", "0")}
+    for flag, (op, start) in flags.items():
+        parts = {"error": ["out_error", "out_core_error"]}.get(flag, [f"out_{flag}"])
+        terms = " | ".join(f"{p}[l / {LANES}][l % {LANES}]" for p in parts)
+        lines.append(f"    {{ CData v = {start}; for (int l = 0; l < TILES; ++l) v = v {op} "
+                     f"CData(({terms}) & 1); {flag} = v; }}")
+    for name, way, (r, c), d in ports:
+        lane = r * cols + c
+        at = f"[{lane // LANES}][{lane % LANES}]"
+        side = d.name.lower()
+        if way == "in":
+            lines.append(f"    {name}_tready = out_i_{side}__ready{at};")
+        else:
+            lines += [f"    {{ uint64_t w = out_o_{side}__payload{at}; "
+                      f"{name}_tdata = IData(w); {name}_tdest = CData((w >> 32) & 31); "
+                      f"{name}_tuser = CData((w >> 37) & 1); "
+                      f"{name}_tvalid = CData(out_o_{side}__valid{at}); }}"]
+    lines.append("  }")
+
+    # a rising edge: every register and memory takes its next value
+    lines += ["", "  void commit() {", "    rst = rst_in;", "    cur ^= 1;",
+              "    for (int g = 0; g < GROUPS; ++g) {"]
+    for node in writes:
+        lines.append(f"      write_words(&{node.memory}[g][0][0], wa_{node.name}[g], "
+                     f"{tile.memories[node.memory][1]}, wd_{node.name}[g], we_{node.name}[g]);")
+    lines += ["    }", "  }", "",
+              "  void eval() {",
+              "    if (clk && !last_clk) commit(); else settle();",
+              "    last_clk = clk;", "  }",
+              "  void final() {}", "};", ""]
+    return "\n".join(lines), tuple(inputs), tuple(outputs)
+
+
+#: Stand-in for the few parts of Verilator's runtime ``mesh_harness.cpp`` uses.
+SHIM = """\
+// Written by sim/lanes.py: the parts of verilated.h the stream drivers use.
+#pragma once
+#include <cstdint>
+typedef uint8_t CData;
+typedef uint32_t IData;
+struct VerilatedContext {
+    uint64_t now = 0;
+    void timeInc(uint64_t step) { now += step; }
+    uint64_t time() const { return now; }
+};
+"""
+
+#: The C++ compiler's options: the machine's own vector instructions (the build is per machine).
+CXXFLAGS = ["-std=c++17", "-O2", "-march=native"]
+
+
+def _ports_header(inputs, outputs):
+    def quoted(values):
+        return ", ".join(f'"{v}"' for v in values)
+
+    lines = ["// Written by sim/lanes.py for one mesh: do not edit.", "#pragma once",
+             '#include "lanes_model.h"', "#define TOP_CLASS LaneMesh",
+             f"constexpr int N_IN = {len(inputs)};", f"constexpr int N_OUT = {len(outputs)};",
+             f"static const char *const IN_NAMES[] = {{{quoted(inputs)}}};",
+             f"static const char *const OUT_NAMES[] = {{{quoted(outputs)}}};",
+             "template <class In, class Out>",
+             "void bind_ports(LaneMesh *top, In &in, Out &out) {"]
+    lines += [f"    in[{k}].{f} = &top->{name}_{f};" for k, name in enumerate(inputs)
+              for f in ("tdata", "tdest", "tuser", "tvalid", "tready")]
+    lines += [f"    out[{k}].{f} = &top->{name}_{f};" for k, name in enumerate(outputs)
+              for f in ("tdata", "tdest", "tuser", "tvalid")]
+    return "\n".join(lines + ["}", ""])
+
+
+def build_lanes_harness(config, *, root=None):
+    """The :class:`~sim.compiled.Harness` of ``config``'s mesh as a lanes model, built unless
+    an identical build exists (``build/sim/compiled/lanes-<hash>/``). A failed build raises
+    ``RuntimeError`` naming its log."""
+    toolchain.setup()
+    verilog = Mesh(config).verilog_dependencies()       # the shared tile's module
+    source = Path(__file__).read_text() + HARNESS.read_text()
+    layout = repr((config.rows, config.cols, [(config.core(r, c), config.plan.routes(r, c),
+                                                config.plan.cfg_route(r, c))
+                                               for r, c in config.tiles]))
+    digest = hashlib.sha256("\n".join([verilog, source, layout, *CXXFLAGS]).encode())
+    top = f"lanes_{config.rows}x{config.cols}"
+    root = Path(root or cocotb_run.BUILD_ROOT)
+    directory = (root / "compiled" / f"{top}-{digest.hexdigest()[:12]}").resolve()
+    executable = directory / "mesh_harness"
+    with cocotb_run.locked(directory):
+        stamp = directory / "build_seconds"
+        if not (executable.is_file() and stamp.is_file()):
+            started = time.monotonic()
+            module = tile_netlist(verilog, TILE_MODULE, os.environ.get("YOSYS", "yosys"),
+                                  directory)
+            model, inputs, outputs = generate(config, module)
+            (directory / "lanes_model.h").write_text(model)
+            (directory / "ports.h").write_text(_ports_header(inputs, outputs))
+            (directory / "verilated.h").write_text(SHIM)
+            (directory / HARNESS.name).write_text(HARNESS.read_text())
+            log = directory / "build.log"
+            command = ["g++", *CXXFLAGS, f"-I{directory}", HARNESS.name, "-o", executable.name]
+            with open(log, "w") as out:
+                done = subprocess.run(command, cwd=directory, stdout=out,
+                                      stderr=subprocess.STDOUT)
+            if done.returncode != 0:
+                tail = "\n".join(log.read_text().splitlines()[-5:])
+                raise RuntimeError(f"building the lanes model of {top} failed (log: {log}):\n"
+                                   f"{tail}")
+            stamp.write_text(f"{time.monotonic() - started:.3f}\n")
+        build_seconds = float(stamp.read_text())
+    ports = edge_ports(config)
+    return Harness(executable=executable, directory=directory, top=top, waves=False,
+                   threads=1, hierarchical=False, build_seconds=build_seconds,
+                   inputs=tuple(n for n, w, _, _ in ports if w == "in"),
+                   outputs=tuple(n for n, w, _, _ in ports if w == "out"), engine="lanes")
+
