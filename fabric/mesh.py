@@ -21,7 +21,8 @@ from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
 
 from .config import MeshConfig
 
-__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "skid_ports", "TILE_MODULE"]
+__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "skid_ports", "tile_verilog",
+           "TILE_MODULE"]
 
 #: Verilog module name of the one tile every position of a shared-tile mesh instantiates.
 TILE_MODULE = "wse_tile"
@@ -106,7 +107,7 @@ class Mesh(wiring.Component):
 
     def verilog_dependencies(self):
         """Verilog that must be compiled with this mesh's: the shared tile module, or ``""``."""
-        return _tile_verilog(self.config) if self.shared_tile else ""
+        return tile_verilog(self.config) if self.shared_tile else ""
 
     def _instance(self, m, r, c, template):
         """Instantiate :data:`TILE_MODULE` at ``(r, c)``; return an interface object with the
@@ -177,7 +178,9 @@ def _strapped_tile(config):
 
 
 @cache
-def _tile_verilog(config):
+def tile_verilog(config):
+    """Verilog of the module :data:`TILE_MODULE` every position of ``config``'s shared-tile mesh
+    instantiates (cached per configuration)."""
     from amaranth.back import verilog
     return verilog.convert(_strapped_tile(config), name=TILE_MODULE, emit_src=False)
 

@@ -37,7 +37,7 @@ CLOSE_WAIT = 30.0
 #: The models :class:`CompiledSystem` can run.
 ENGINES = ("lanes", "verilator")
 #: By default, meshes of more tiles than this run as lanes: the lanes model costs about the same
-#: per cycle for 1 to 16 tiles, Verilator's grows with each (equal at 2x2: ``docs/sim.md``).
+#: per cycle for 1 to 16 tiles, Verilator's grows with each (about equal at 2x2, ``docs/sim.md``).
 LANES_ABOVE = 4
 
 

@@ -22,9 +22,10 @@ import hashlib
 import os
 import subprocess
 import time
+from functools import cache
 from pathlib import Path
 
-from wse.fabric.mesh import TILE_MODULE, Mesh, edge_ports
+from wse.fabric.mesh import TILE_MODULE, edge_ports, tile_verilog
 from wse.rtl.tile import strap_values
 from wse.rtl.wavelet import Direction
 
@@ -217,17 +218,37 @@ def _ports_header(inputs, outputs):
     return "\n".join(lines + ["}", ""])
 
 
+@cache
+def _tool_versions(yosys):
+    """What the build depends on beyond its sources: the Yosys and the C++ compiler."""
+    versions = []
+    for command in ([yosys, "-V"], ["g++", "-dumpfullversion"]):
+        try:
+            done = subprocess.run(command, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise RuntimeError(f"the lanes model needs {command[0]}, which is not on PATH "
+                               f"(engine='verilator' runs without it)") from None
+        versions.append(done.stdout.strip())
+    return versions
+
+
 def build_lanes_harness(config, *, root=None):
     """The :class:`~sim.compiled.Harness` of ``config``'s mesh as a lanes model, built unless
-    an identical build exists (``build/sim/compiled/lanes-<hash>/``). A failed build raises
-    ``RuntimeError`` naming its log."""
+    an identical build exists (``build/sim/compiled/lanes-<hash>/``: the hash covers the tile's
+    Verilog, the mesh's layout, straps and edge ports, the generator's and the harness's
+    sources, the tools' versions and the compiler's options). A failed build, or a tile the
+    model cannot run, raises ``RuntimeError`` naming the cause (and the build's log)."""
     toolchain.setup()
-    verilog = Mesh(config).verilog_dependencies()       # the shared tile's module
-    source = Path(__file__).read_text() + HARNESS.read_text()
-    layout = repr((config.rows, config.cols, [(config.core(r, c), config.plan.routes(r, c),
-                                                config.plan.cfg_route(r, c))
-                                               for r, c in config.tiles]))
-    digest = hashlib.sha256("\n".join([verilog, source, layout, *CXXFLAGS]).encode())
+    yosys = os.environ.get("YOSYS", "yosys")
+    verilog = tile_verilog(config)
+    here = Path(__file__).parent
+    source = "".join((here / name).read_text() for name in
+                     ("lanes.py", "lanes_cpp.py", "lanes_netlist.py")) + HARNESS.read_text()
+    layout = repr((config.rows, config.cols, edge_ports(config),
+                   [(config.core(r, c), config.plan.routes(r, c), config.plan.cfg_route(r, c))
+                    for r, c in config.tiles]))
+    digest = hashlib.sha256("\n".join([verilog, source, layout, *_tool_versions(yosys),
+                                       *CXXFLAGS]).encode())
     top = f"lanes_{config.rows}x{config.cols}"
     root = Path(root or cocotb_run.BUILD_ROOT)
     directory = (root / "compiled" / f"{top}-{digest.hexdigest()[:12]}").resolve()
@@ -236,9 +257,12 @@ def build_lanes_harness(config, *, root=None):
         stamp = directory / "build_seconds"
         if not (executable.is_file() and stamp.is_file()):
             started = time.monotonic()
-            module = tile_netlist(verilog, TILE_MODULE, os.environ.get("YOSYS", "yosys"),
-                                  directory)
-            model, inputs, outputs = generate(config, module)
+            module = tile_netlist(verilog, TILE_MODULE, yosys, directory)
+            try:
+                model, inputs, outputs = generate(config, module)
+            except (ValueError, KeyError) as error:
+                raise RuntimeError(f"the lanes model cannot run this tile: {error} "
+                                   f"(engine='verilator' can)") from None
             (directory / "lanes_model.h").write_text(model)
             (directory / "ports.h").write_text(_ports_header(inputs, outputs))
             (directory / "verilated.h").write_text(SHIM)

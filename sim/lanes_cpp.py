@@ -96,6 +96,10 @@ static inline void write_words(E *m, W a, uint32_t size, V d, V e) {
 """
 
 
+#: Cells whose operands are both extended to the result's width, signed only when both are.
+_BINARY_EXTENDED = {"$and", "$or", "$xor", "$add", "$sub", "$mul"}
+
+
 class Writer:
     """C++ expressions for the tile's nodes, for one group of lanes ``g``."""
 
@@ -223,6 +227,8 @@ class Writer:
         suffix = "u" if t == "W" else "ull"
         a_signed = bool(_int(p.get("A_SIGNED", "0")))
         b_signed = bool(_int(p.get("B_SIGNED", "0")))
+        if kind in _BINARY_EXTENDED:   # both operands extended by sign only if both are signed
+            a_signed = b_signed = a_signed and b_signed
         a_width = _int(p.get("A_WIDTH", "0"))
         b_width = _int(p.get("B_WIDTH", "0"))
         masked = (lambda e: e) if y in (32, 64) else (lambda e: f"({e} & {_mask(y)}{suffix})")

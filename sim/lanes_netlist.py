@@ -108,6 +108,9 @@ class Tile:
                     self.inputs[name].append(sig)
                     self._drive(limb, sig)
             else:
+                if len(port["bits"]) > 64:
+                    raise ValueError(f"the lanes model has no output port of more than 64 "
+                                     f"bits ({name})")
                 self.outputs[name] = port["bits"]
         cells = [c for c in module["cells"].values() if c["type"] != "$scopeinfo"]
         for k, cell in enumerate(cells):
@@ -133,20 +136,39 @@ class Tile:
 
     def _read_cell(self, k, cell):
         kind, conn, params = cell["type"], cell["connections"], cell["parameters"]
+        name = params.get("MEMID", kind)
         if kind == "$mem_v2":
             width, size = to_int(params["WIDTH"]), to_int(params["SIZE"])
+            n_rd, n_wr = to_int(params["RD_PORTS"]), to_int(params["WR_PORTS"])
+            unsupported = [
+                what for what, bad in (
+                    (f"{width}-bit words", width > 64),
+                    ("a write port not on the rising clock",
+                     any(to_int(params[k]) != (1 << n_wr) - 1
+                         for k in ("WR_CLK_ENABLE", "WR_CLK_POLARITY"))),
+                    ("wide ports", to_int(params.get("RD_WIDE_CONTINUATION", "0"))
+                     or to_int(params.get("WR_WIDE_CONTINUATION", "0"))),
+                    ("a transparent read port", to_int(params["RD_TRANSPARENCY_MASK"])),
+                    ("a read port's reset or initial value",
+                     any(b != "0" for b in conn["RD_SRST"] + conn["RD_ARST"])
+                     or params.get("RD_INIT_VALUE", "x").strip("x")),
+                ) if bad]
+            if unsupported:
+                raise ValueError(f"the lanes model has no memory with {unsupported[0]} "
+                                 f"({name})")
             init = to_int(params.get("INIT", "0"))
             words = [(init >> (i * width)) & mask(width) for i in range(size)]
             mem = f"mem{k}"
             self.memories[mem] = (width, size, words, to_int(params.get("OFFSET", "0")))
             abits = to_int(params["ABITS"])
             clocked = to_int(params["RD_CLK_ENABLE"])
-            for p in range(to_int(params["RD_PORTS"])):
+            for p in range(n_rd):
                 data = conn["RD_DATA"][p * width:(p + 1) * width]
                 addr = conn["RD_ADDR"][p * abits:(p + 1) * abits]
                 if (clocked >> p) & 1:
-                    if (to_int(params["RD_TRANSPARENCY_MASK"]) >> p) & 1:
-                        raise ValueError(f"{cell} has a transparent read port")
+                    if not (to_int(params["RD_CLK_POLARITY"]) >> p) & 1:
+                        raise ValueError(f"the lanes model has no memory with a read port on "
+                                         f"the falling clock ({name})")
                     sig = self._signal(f"rd{k}_{p}", width, "state")
                     node = _Node(f"nx_rd{k}_{p}", "sync_read", cell,
                                  {"ADDR": addr, "EN": conn["RD_EN"][p:p + 1]})
@@ -156,7 +178,7 @@ class Tile:
                 node.out, node.memory = sig, mem
                 self._drive(data, sig)
                 self.nodes.append(node)
-            for p in range(to_int(params["WR_PORTS"])):
+            for p in range(n_wr):
                 node = _Node(f"wr{k}_{p}", "write", cell, {
                     "ADDR": conn["WR_ADDR"][p * abits:(p + 1) * abits],
                     "DATA": conn["WR_DATA"][p * width:(p + 1) * width],
@@ -166,6 +188,11 @@ class Tile:
             return
         if kind in FLOPS:
             width = to_int(params["WIDTH"])
+            if width > 64:
+                raise ValueError(f"the lanes model has no {kind} cell of more than 64 bits "
+                                 f"({width})")
+            if not to_int(params.get("CLK_POLARITY", "1")):
+                raise ValueError(f"the lanes model has no {kind} cell on the falling clock")
             q = self._signal(f"q{k}", width, "state")
             q.init = sum(self.init.get(b, 0) << i for i, b in enumerate(conn["Q"])
                          if isinstance(b, int))
@@ -184,8 +211,10 @@ class Tile:
             for i, bit in enumerate(conn["S"]):
                 inputs[f"S{i}"] = [bit]
                 inputs[f"B{i}"] = conn["B"][i * width:(i + 1) * width]
-        if width > 64:
-            raise ValueError(f"the lanes model has no {width}-bit {kind} cell")
+        widest = max(width, *(len(bits) for bits in inputs.values()))
+        if widest > 64:
+            raise ValueError(f"the lanes model has no {kind} cell of more than 64 bits "
+                             f"({widest})")
         node = _Node(f"n{k}", kind, cell, inputs)
         node.out = self._signal(node.name, width, "comb", node)
         self._drive(conn["Y"], node.out)

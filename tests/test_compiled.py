@@ -118,12 +118,23 @@ def test_a_mesh_of_two_lane_groups_runs_cycle_for_cycle_as_verilators(figure):
            f"{cycles} cycles, equal")
 
 
+def test_a_mesh_with_edge_ports_runs_cycle_for_cycle_as_verilators(figure):
+    """Ports on the north and east edges too (inputs and outputs), which the lanes model wires
+    itself: the same exchanges as Verilator's model of the exported mesh."""
+    config = MeshConfig(2, 3, n_feat=8, n_tok=2, n_out=8, edges="NE")
+    exchanges, cycles = check_against(config, seed=16, steps=3, engine="lanes",
+                                      reference=CompiledSystem(config, engine="verilator"))
+    figure(f"compiled, lanes vs Verilator, mesh 2x3 with N and E edge ports: {exchanges} "
+           f"exchanges, {cycles} cycles, equal")
+
+
 def test_the_lanes_model_runs_bf16_cycle_for_cycle_as_verilators(figure):
     """bf16 operands over the whole exponent range (subnormals, infinities, NaNs, arbitrary
     patterns), raw binary32 totals and requantised results."""
     config = MeshConfig(2, 2, n_feat=8, n_tok=4, n_out=8, fmt=BFloat16())
     rng = np.random.default_rng(15)
-    with CompiledSystem(config) as lanes, CompiledSystem(config, engine="verilator") as rtl, \
+    with CompiledSystem(config, engine="lanes") as lanes, \
+            CompiledSystem(config, engine="verilator") as rtl, \
             GoldenSystem(config) as golden:
         for k in range(4):
             W = bf16_operands(rng, (12, 14), zeros=0.5, wild=0.3)
@@ -227,3 +238,17 @@ def test_the_lanes_model_names_a_cell_it_does_not_know():
                               "connections": {"A": [2, 3], "B": [2, 3], "Y": [4, 5]}}}}
     with pytest.raises(ValueError, match=r"^the lanes model has no \$div cell$"):
         Tile(module)
+
+
+def test_a_tile_the_lanes_model_cannot_run_is_a_simulation_error(monkeypatch, tmp_path):
+    from wse.sim import cocotb_run, lanes
+
+    def refuse(config, module):
+        raise ValueError("the lanes model has no $div cell")
+
+    monkeypatch.setattr(lanes, "generate", refuse)
+    monkeypatch.setattr(cocotb_run, "BUILD_ROOT", tmp_path)
+    with pytest.raises(SimulationError, match=r"^the lanes model cannot run this tile: the lanes "
+                                              r"model has no \$div cell \(engine='verilator' "
+                                              r"can\)$"):
+        CompiledSystem(MeshConfig(1, 1, n_feat=4, n_tok=2, n_out=4), engine="lanes")
