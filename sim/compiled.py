@@ -22,7 +22,7 @@ from . import toolchain
 from .cocotb_run import BUILD_ROOT, locked
 from .export import export_verilog
 
-__all__ = ["HARNESS", "Harness", "build_harness", "harness_top"]
+__all__ = ["HARNESS", "Harness", "build_harness", "harness_top", "ports_header"]
 
 #: The C++ side: stream drivers, the exchange loop, the pipe protocol.
 HARNESS = Path(__file__).with_name("harness") / "mesh_harness.cpp"
@@ -99,6 +99,14 @@ def harness_top(config, top):
         f"  {top} mesh(", ",\n".join(f"    {c}" for c in conns), "  );",
         "endmodule", ""])
 
+    header = ports_header(inputs, outputs, include="Vwse_harness.h", top_class="Vwse_harness",
+                          writer="sim/compiled.py")
+    return verilog, header, tuple(inputs), tuple(outputs)
+
+
+def ports_header(inputs, outputs, *, include, top_class, writer):
+    """``ports.h``: the model class ``top_class`` (declared in ``include``) and ``bind_ports``,
+    which points the C++ drivers of ``mesh_harness.cpp`` at each edge port's members."""
     def binds(names, array, members):
         return [f"    {array}[{k}].{f} = &top->{name}_{f};"
                 for k, name in enumerate(names) for f in members]
@@ -106,21 +114,20 @@ def harness_top(config, top):
     def quoted(values):
         return ", ".join(f'"{v}"' for v in values)
 
-    header = "\n".join([
-        "// Written by sim/compiled.py for one mesh: do not edit.",
+    return "\n".join([
+        f"// Written by {writer} for one mesh: do not edit.",
         "#pragma once",
-        '#include "Vwse_harness.h"',
-        "#define TOP_CLASS Vwse_harness",
+        f'#include "{include}"',
+        f"#define TOP_CLASS {top_class}",
         f"constexpr int N_IN = {len(inputs)};",
         f"constexpr int N_OUT = {len(outputs)};",
         f"static const char *const IN_NAMES[] = {{{quoted(inputs)}}};",
         f"static const char *const OUT_NAMES[] = {{{quoted(outputs)}}};",
         "template <class In, class Out>",
-        "void bind_ports(Vwse_harness *top, In &in, Out &out) {",
+        f"void bind_ports({top_class} *top, In &in, Out &out) {{",
         *binds(inputs, "in", ("tdata", "tdest", "tuser", "tvalid", "tready")),
         *binds(outputs, "out", ("tdata", "tdest", "tuser", "tvalid")),
         "}", ""])
-    return verilog, header, tuple(inputs), tuple(outputs)
 
 
 def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=None, jobs=None):

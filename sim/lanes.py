@@ -27,16 +27,19 @@ from pathlib import Path
 
 from wse.fabric.mesh import TILE_MODULE, edge_ports, tile_verilog
 from wse.rtl.tile import strap_values
-from wse.rtl.wavelet import Direction
+from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, MAX_COLORS, Direction
 
 from . import cocotb_run, toolchain
-from .compiled import HARNESS, Harness
+from .compiled import HARNESS, Harness, ports_header
 from .lanes_cpp import LANES, PRELUDE, Writer
 from .lanes_netlist import Tile, exchange_source, ordered, schedule, tile_netlist
 from .lanes_netlist import mask as _mask
 from .lanes_netlist import value_type as _type
 
 __all__ = ["LANES", "generate", "build_lanes_harness"]
+
+#: The wavelet's fields in a packed word, as ``rtl.wavelet`` lays them out: data, color, ctrl.
+CTRL_AT = DATA_BITS + COLOR_BITS
 
 _STEPS = {Direction.N: (-1, 0), Direction.E: (0, 1), Direction.S: (1, 0), Direction.W: (0, -1)}
 
@@ -127,8 +130,9 @@ def generate(config, module):
                 elif port.startswith("i_") and ((r, c), d, "in") in edge:
                     name = edge[(r, c), d, "in"]
                     value = {"valid": f"{name}_tvalid",
-                             "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & 31) "
-                                        f"<< 32 | uint64_t({name}_tuser & 1) << 37)"}[member]
+                             "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & "
+                                        f"{MAX_COLORS - 1}) << {DATA_BITS} | uint64_t("
+                                        f"{name}_tuser & 1) << {CTRL_AT})"}[member]
                 elif port.startswith("o_") and ((r, c), d, "out") in edge:
                     value = "1"              # the harness's wrapper: outlets always ready
                 else:
@@ -163,8 +167,8 @@ def generate(config, module):
             lines.append(f"    {name}_tready = out_i_{side}__ready{at};")
         else:
             lines += [f"    {{ uint64_t w = out_o_{side}__payload{at}; "
-                      f"{name}_tdata = IData(w); {name}_tdest = CData((w >> 32) & 31); "
-                      f"{name}_tuser = CData((w >> 37) & 1); "
+                      f"{name}_tdata = IData(w); {name}_tdest = CData((w >> {DATA_BITS}) & "
+                      f"{MAX_COLORS - 1}); {name}_tuser = CData((w >> {CTRL_AT}) & 1); "
                       f"{name}_tvalid = CData(out_o_{side}__valid{at}); }}"]
     lines.append("  }")
 
@@ -198,24 +202,6 @@ struct VerilatedContext {
 
 #: The C++ compiler's options: the machine's own vector instructions (the build is per machine).
 CXXFLAGS = ["-std=c++17", "-O2", "-march=native"]
-
-
-def _ports_header(inputs, outputs):
-    def quoted(values):
-        return ", ".join(f'"{v}"' for v in values)
-
-    lines = ["// Written by sim/lanes.py for one mesh: do not edit.", "#pragma once",
-             '#include "lanes_model.h"', "#define TOP_CLASS LaneMesh",
-             f"constexpr int N_IN = {len(inputs)};", f"constexpr int N_OUT = {len(outputs)};",
-             f"static const char *const IN_NAMES[] = {{{quoted(inputs)}}};",
-             f"static const char *const OUT_NAMES[] = {{{quoted(outputs)}}};",
-             "template <class In, class Out>",
-             "void bind_ports(LaneMesh *top, In &in, Out &out) {"]
-    lines += [f"    in[{k}].{f} = &top->{name}_{f};" for k, name in enumerate(inputs)
-              for f in ("tdata", "tdest", "tuser", "tvalid", "tready")]
-    lines += [f"    out[{k}].{f} = &top->{name}_{f};" for k, name in enumerate(outputs)
-              for f in ("tdata", "tdest", "tuser", "tvalid")]
-    return "\n".join(lines + ["}", ""])
 
 
 @cache
@@ -264,7 +250,9 @@ def build_lanes_harness(config, *, root=None):
                 raise RuntimeError(f"the lanes model cannot run this tile: {error} "
                                    f"(engine='verilator' can)") from None
             (directory / "lanes_model.h").write_text(model)
-            (directory / "ports.h").write_text(_ports_header(inputs, outputs))
+            (directory / "ports.h").write_text(ports_header(
+                inputs, outputs, include="lanes_model.h", top_class="LaneMesh",
+                writer="sim/lanes.py"))
             (directory / "verilated.h").write_text(SHIM)
             (directory / HARNESS.name).write_text(HARNESS.read_text())
             log = directory / "build.log"
