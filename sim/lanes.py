@@ -31,10 +31,11 @@ from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, MAX_COLORS, Direction
 
 from . import cocotb_run, toolchain
 from .compiled import HARNESS, Harness, ports_header
-from .lanes_cpp import LANES, PRELUDE, Writer
+from .lanes_cpp import LANES, PRELUDE, PRELUDE_PATH, Writer, lane_get, lane_set
 from .lanes_netlist import Tile, exchange_source, ordered, schedule, tile_netlist
 from .lanes_netlist import mask as _mask
 from .lanes_netlist import value_type as _type
+from .lanes_netlist import vector_type as _vtype
 
 __all__ = ["LANES", "generate", "build_lanes_harness"]
 
@@ -84,7 +85,7 @@ def generate(config, module):
         lines.append(f"  {element} {mem}[GROUPS][{size}][{LANES}];")
     writes = [n for n in tile.nodes if n.kind == "write"]
     for node in writes:
-        t = _type(node.width)
+        t = _vtype(node.width)
         lines.append(f"  W wa_{node.name}[GROUPS]; {t} wd_{node.name}[GROUPS], "
                      f"we_{node.name}[GROUPS];")
 
@@ -94,8 +95,8 @@ def generate(config, module):
     for sig in tile.signals.values():
         if sig.kind == "state" and getattr(sig, "init", 0):
             t = _type(sig.width)
-            lines.append(f"    for (int g = 0; g < GROUPS; ++g) st[0].{sig.name}[g] = "
-                         f"({t}){{}} + {sig.init}{'u' if t == 'W' else 'ull'};")
+            init = "ALL" if t == "M" else f"({t}){{}} + {sig.init}{'u' if t == 'W' else 'ull'}"
+            lines.append(f"    for (int g = 0; g < GROUPS; ++g) st[0].{sig.name}[g] = {init};")
     for mem, (_, _, words, _) in tile.memories.items():
         for a, word in enumerate(words):
             if word:
@@ -109,8 +110,8 @@ def generate(config, module):
             for name, value in straps.items():
                 for k, sig in enumerate(tile.inputs[name]):
                     limb = (value >> (64 * k)) & _mask(sig.width)
-                    lines.append(f"    {sig.name}[{lane // LANES}][{lane % LANES}] = {limb}u"
-                                 f"{'ll' if sig.width > 32 else ''};")
+                    lines.append("    " + lane_set(_type(sig.width), f"{sig.name}[{lane // LANES}]",
+                                                   lane % LANES, f"{limb}ull"))
     lines.append("  }")
 
     # the exchanges: where each tile input comes from, lane by lane
@@ -118,6 +119,8 @@ def generate(config, module):
         port = sig_name[3:]
         d, source = exchange_source(port)
         member = port.split("__")[1]
+        if tile.signals[sig_name].width == 1:
+            return exchange_mask(sig_name, port, d, source)
         out = []
         for r in range(rows):
             for c in range(cols):
@@ -140,10 +143,36 @@ def generate(config, module):
                 out.append(f"    {target} = {value};")
         return out
 
+    def exchange_mask(sig_name, port, d, source):
+        """A one-bit exchange: each group's mask from shifted neighbour masks and edge bits."""
+        dr, dc = _STEPS[d]
+        out = []
+        for g in range(groups):
+            shifted, edge_bits, ones = {}, [], 0
+            for l in range(min(LANES, n_tiles - g * LANES)):
+                r, c = divmod(g * LANES + l, cols)
+                if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                    other = (r + dr) * cols + c + dc
+                    key = (other // LANES, l - other % LANES)
+                    shifted[key] = shifted.get(key, 0) | 1 << l
+                elif port.startswith("i_") and ((r, c), d, "in") in edge:
+                    edge_bits.append(f"(M({edge[(r, c), d, 'in']}_tvalid & 1) << {l})")
+                elif port.startswith("o_") and ((r, c), d, "out") in edge:
+                    ones |= 1 << l           # the harness's wrapper: outlets always ready
+            terms = []
+            for (source_group, shift), bits in sorted(shifted.items()):
+                value = f"out_{source}[{source_group}]"
+                if shift:
+                    value = f"({value} {'<<' if shift > 0 else '>>'} {abs(shift)})"
+                terms.append(f"({value} & {bits:#x}u)")
+            terms += edge_bits + ([f"{ones:#x}u"] if ones else [])
+            out.append(f"    {sig_name}[{g}] = {' | '.join(terms) or '0u'};")
+        return out
+
     phases = max(n.phase for n in tile.nodes) + 1
     lines += ["", "  void settle() {", "    State &s = st[cur], &n = st[cur ^ 1];",
               "    for (int g = 0; g < GROUPS; ++g) " + "; ".join(
-                  f"{sig.name}[g] = (W){{}} + rst" for sig in tile.inputs["rst"]) + ";"]
+                  f"{sig.name}[g] = rst ? ALL : 0u" for sig in tile.inputs["rst"]) + ";"]
     for phase in range(phases):
         members = [n for n in tile.nodes if n.phase == phase]
         for sig_name in exchanges:
@@ -156,20 +185,24 @@ def generate(config, module):
     flags = {"idle": ("&", "1"), "error": ("|", "0"), "overflow": ("|", "0")}
     for flag, (op, start) in flags.items():
         parts = {"error": ["out_error", "out_core_error"]}.get(flag, [f"out_{flag}"])
-        terms = " | ".join(f"{p}[l / {LANES}][l % {LANES}]" for p in parts)
+        terms = " | ".join(lane_get(_type(tile.signals[p].width), f"{p}[l / {LANES}]",
+                                    f"(l % {LANES})") for p in parts)
         lines.append(f"    {{ CData v = {start}; for (int l = 0; l < TILES; ++l) v = v {op} "
                      f"CData(({terms}) & 1); {flag} = v; }}")
+    def at(member, lane):
+        return lane_get(_type(tile.signals[f"out_{member}"].width), f"out_{member}"
+                        f"[{lane // LANES}]", lane % LANES)
+
     for name, way, (r, c), d in ports:
         lane = r * cols + c
-        at = f"[{lane // LANES}][{lane % LANES}]"
         side = d.name.lower()
         if way == "in":
-            lines.append(f"    {name}_tready = out_i_{side}__ready{at};")
+            lines.append(f"    {name}_tready = CData({at(f'i_{side}__ready', lane)});")
         else:
-            lines += [f"    {{ uint64_t w = out_o_{side}__payload{at}; "
+            lines += [f"    {{ uint64_t w = {at(f'o_{side}__payload', lane)}; "
                       f"{name}_tdata = IData(w); {name}_tdest = CData((w >> {DATA_BITS}) & "
                       f"{MAX_COLORS - 1}); {name}_tuser = CData((w >> {CTRL_AT}) & 1); "
-                      f"{name}_tvalid = CData(out_o_{side}__valid{at}); }}"]
+                      f"{name}_tvalid = CData({at(f'o_{side}__valid', lane)}); }}"]
     lines.append("  }")
 
     # a rising edge: every register and memory takes its next value
@@ -229,7 +262,8 @@ def build_lanes_harness(config, *, root=None):
     verilog = tile_verilog(config)
     here = Path(__file__).parent
     source = "".join((here / name).read_text() for name in
-                     ("lanes.py", "lanes_cpp.py", "lanes_netlist.py")) + HARNESS.read_text()
+                     ("lanes.py", "lanes_cpp.py", "lanes_netlist.py")) + HARNESS.read_text() \
+        + PRELUDE_PATH.read_text()
     layout = repr((config.rows, config.cols, edge_ports(config),
                    [(config.core(r, c), config.plan.routes(r, c), config.plan.cfg_route(r, c))
                     for r, c in config.tiles]))

@@ -2,102 +2,46 @@
 starts with (:data:`PRELUDE`), and :class:`Writer`, the statement that computes each node of the
 tile's netlist for one group of :data:`LANES` lanes."""
 
+from pathlib import Path
+
 from .lanes_netlist import COMPARE, FLOPS
 from .lanes_netlist import mask as _mask
 from .lanes_netlist import to_int as _int
 from .lanes_netlist import value_type as _type
+from .lanes_netlist import vector_type as _vtype
 
-__all__ = ["LANES", "PRELUDE", "Writer"]
+__all__ = ["LANES", "PRELUDE", "PRELUDE_PATH", "Writer", "lane_get", "lane_set"]
 
 #: Tiles evaluated by one vector operation (the vector types of :data:`PRELUDE` hold 16).
 LANES = 16
 
-PRELUDE = """\
-// Written by sim/lanes.py for one mesh: do not edit.
-#pragma once
-#include <cstdint>
-#include <cstring>
-#include "verilated.h"
-
-typedef uint32_t W __attribute__((vector_size(64)));
-typedef int32_t SW __attribute__((vector_size(64)));
-typedef uint64_t D __attribute__((vector_size(128)));
-typedef int64_t SD __attribute__((vector_size(128)));
-#define B2W(c) ((W)__builtin_convertvector((c), SW) & 1u)
-#define B2D(c) ((D)__builtin_convertvector((c), SD) & 1ull)
-#define TO_W(x) __builtin_convertvector((x), W)
-#define TO_D(x) __builtin_convertvector((x), D)
-
-// A memory is [words][16 lanes]; lane l reads word a[l] of its own column (0 past the end),
-// and writes the bits of `e` from `d` where `e` is not 0.
-#if defined(__AVX512F__)
-#include <immintrin.h>
-static const W IOTA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-static inline __mmask16 lanes_in(W a, uint32_t size) {
-    return _mm512_cmplt_epu32_mask((__m512i)a, _mm512_set1_epi32(int(size)));
-}
-static inline W read_words(const uint32_t *m, W a, uint32_t size) {
-    return (W)_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes_in(a, size),
-                                           (__m512i)(a * 16u + IOTA), m, 4);
-}
-static inline D read_words(const uint64_t *m, W a, uint32_t size) {
-    __mmask16 ok = lanes_in(a, size);
-    __m512i at = (__m512i)(a * 16u + IOTA);
-    union { D d; __m512i h[2]; } out;
-    out.h[0] = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), __mmask8(ok),
-                                           _mm512_castsi512_si256(at), m, 8);
-    out.h[1] = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), __mmask8(ok >> 8),
-                                           _mm512_extracti64x4_epi64(at, 1), m, 8);
-    return out.d;
-}
-static inline void write_words(uint32_t *m, W a, uint32_t size, W d, W e) {
-    __mmask16 ok = lanes_in(a, size) & _mm512_test_epi32_mask((__m512i)e, (__m512i)e);
-    if (!ok) return;                  // most cycles write few memories
-    __m512i at = (__m512i)(a * 16u + IOTA);
-    W old = (W)_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok, at, m, 4);
-    _mm512_mask_i32scatter_epi32(m, ok, at, (__m512i)((old & ~e) | (d & e)), 4);
-}
-static inline void write_words(uint64_t *m, W a, uint32_t size, D d, D e) {
-    W any = B2W(__builtin_convertvector(e != 0, SW));
-    __mmask16 ok = lanes_in(a, size) & _mm512_test_epi32_mask((__m512i)any, (__m512i)any);
-    if (!ok) return;
-    __m512i at = (__m512i)(a * 16u + IOTA);
-    union { D d; __m512i h[2]; } old, data, enable;
-    data.d = d;
-    enable.d = e;
-    for (int k = 0; k < 2; ++k) {
-        __m256i half = k ? _mm512_extracti64x4_epi64(at, 1) : _mm512_castsi512_si256(at);
-        __mmask8 some = __mmask8(ok >> (8 * k));
-        old.h[k] = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), some, half, m, 8);
-        __m512i merged = _mm512_or_si512(_mm512_andnot_si512(enable.h[k], old.h[k]),
-                                          _mm512_and_si512(data.h[k], enable.h[k]));
-        _mm512_mask_i32scatter_epi64(m, some, half, merged, 8);
-    }
-}
-#else
-template <class V, class E>
-static inline V read_any(const E *m, W a, uint32_t size) {
-    V out;
-    for (int l = 0; l < 16; ++l) out[l] = a[l] < size ? m[a[l] * 16 + l] : 0;
-    return out;
-}
-static inline W read_words(const uint32_t *m, W a, uint32_t size) {
-    return read_any<W>(m, a, size);
-}
-static inline D read_words(const uint64_t *m, W a, uint32_t size) {
-    return read_any<D>(m, a, size);
-}
-template <class V, class E>
-static inline void write_words(E *m, W a, uint32_t size, V d, V e) {
-    for (int l = 0; l < 16; ++l)
-        if (e[l] && a[l] < size) m[a[l] * 16 + l] = (m[a[l] * 16 + l] & ~e[l]) | (d[l] & e[l]);
-}
-#endif
-"""
+#: What every model starts with: its types and helpers (``sim/harness/lanes_prelude.h``).
+PRELUDE_PATH = Path(__file__).with_name("harness") / "lanes_prelude.h"
+PRELUDE = "// Written by sim/lanes.py for one mesh: do not edit.\n" + PRELUDE_PATH.read_text()
 
 
 #: Cells whose operands are both extended to the result's width, signed only when both are.
 _BINARY_EXTENDED = {"$and", "$or", "$xor", "$add", "$sub", "$mul"}
+
+#: AVX-512's comparison codes (``CMPU_W<code>`` and the like in the prelude).
+_CODE = {"$eq": 0, "$lt": 1, "$le": 2, "$ne": 4, "$ge": 5, "$gt": 6}
+
+#: Cells of a one-bit result computed on masks (the others as vectors, then their bit 0).
+_MASK_CELLS = {"$not", "$pos", "$and", "$or", "$xor", "$add", "$sub", "$mul", "$mux", "$pmux",
+               "$logic_not", "$reduce_or", "$reduce_bool", "$reduce_and", "$logic_and",
+               "$logic_or", *COMPARE}
+
+
+def lane_get(type_, ref, lane):
+    """C++ for lane ``lane`` of ``ref``, a value of type ``type_`` (``M``, ``W`` or ``D``)."""
+    return f"(({ref} >> {lane}) & 1u)" if type_ == "M" else f"{ref}[{lane}]"
+
+
+def lane_set(type_, ref, lane, value):
+    """C++ that sets lane ``lane`` of ``ref`` (type ``type_``) to ``value``."""
+    if type_ == "M":
+        return f"{ref} = ({ref} & ~(1u << {lane})) | ((M({value}) & 1u) << {lane});"
+    return f"{ref}[{lane}] = {value};"
 
 
 class Writer:
@@ -112,9 +56,12 @@ class Writer:
             return f"s.{name}[g]"
         return name if sig.kind == "comb" and not sig.stored else f"{name}[g]"
 
-    def value(self, runs, width, signed=False):
-        """The runs as a value of ``width`` bits (extended by sign or zero, or truncated)."""
-        t = _type(width)
+    def value(self, runs, width, signed=False, vector=None):
+        """The runs as a value of ``width`` bits (extended by sign or zero, or truncated): a
+        mask ``M`` when ``width`` is 1, unless ``vector``, else a vector."""
+        if not (width > 1 if vector is None else vector):
+            return self._bit(runs[0])
+        t = _vtype(width)
         bits = 32 if t == "W" else 64
         suffix = "u" if t == "W" else "ull"
         terms, const, pos, signals = [], 0, 0, False
@@ -133,15 +80,23 @@ class Writer:
                 k += 1
             sig = self.tile.signals[name]
             expr = self.ref(name)
-            if offset:
-                expr = f"({expr} >> {offset})"
-            if _type(sig.width) != t:
-                expr = f"TO_{t}({expr})"
-            if offset + n < sig.width or sig.width > bits:
-                expr = f"({expr} & {_mask(min(n, bits))}{suffix})"
-            if copies > 1:
-                expr = f"((({t}){{}} - {expr}) & {_mask(min(copies, bits))}{suffix})"
-                n = copies
+            if sig.width == 1:        # a mask: its lanes' bits (one, or repeated) put in place
+                if pos < bits:
+                    ones = (_mask(copies) << pos) & _mask(bits)
+                    terms.append(f"EXPAND_{t}({expr}, {ones:#x}{suffix})")
+                signals = True
+                pos += copies
+                continue
+            else:
+                if offset:
+                    expr = f"({expr} >> {offset})"
+                if _vtype(sig.width) != t:
+                    expr = f"TO_{t}({expr})"
+                if offset + n < sig.width or sig.width > bits:
+                    expr = f"({expr} & {_mask(min(n, bits))}{suffix})"
+                if copies > 1:
+                    expr = f"((({t}){{}} - {expr}) & {_mask(min(copies, bits))}{suffix})"
+                    n = copies
             if pos:
                 expr = f"({expr} << {pos})" if pos < bits else None
             if expr is not None:
@@ -163,6 +118,22 @@ class Writer:
             expr = f"({expr} & {_mask(width)}{suffix})"
         return expr
 
+    def _bit(self, run):
+        """The first bit of ``run`` as a mask."""
+        if run[0] == "const":
+            return "ALL" if run[1] & 1 else "0u"
+        _, name, offset, _ = run
+        sig = self.tile.signals[name]
+        if sig.width == 1:
+            return self.ref(name)
+        return f"BIT_{_vtype(sig.width)}({self.ref(name)}, {offset})"
+
+    def _nonzero(self, runs, width):
+        """A mask of the lanes where the runs (``width`` bits) are not zero."""
+        if width == 1:
+            return self.value(runs, 1)
+        return f"NZ_{_vtype(width)}({self.value(runs, width)})"
+
     def node(self, node):
         """The statement that computes ``node`` (its output's declaration or store)."""
         kind, i, out = node.kind, node.inputs, node.out
@@ -171,19 +142,17 @@ class Writer:
         if kind == "read":
             _, size, _, _ = self.tile.memories[node.memory]
             addr = self.value(i["ADDR"], 32)
-            return (f"{self._declare(out)} = read_words(&{node.memory}[g][0][0], {addr}, "
-                    f"{size});")
+            word = f"read_words(&{node.memory}[g][0][0], {addr}, {size})"
+            return f"{self._declare(out)} = {self._from_vector(word, out.width)};"
         if kind == "sync_read":
             _, size, _, _ = self.tile.memories[node.memory]
             addr = self.value(i["ADDR"], 32)
-            t = _type(out.width)
-            return (f"{{ {t} m = ({t}){{}} - {self.value(i['EN'], out.width)}; "
-                    f"n.{out.name}[g] = (read_words(&{node.memory}[g][0][0], {addr}, {size}) "
-                    f"& m) | (s.{out.name}[g] & ~m); }}")
+            word = f"read_words(&{node.memory}[g][0][0], {addr}, {size})"
+            return f"n.{out.name}[g] = {self._enabled(out, i['EN'], self._from_vector(word, out.width))};"
         if kind == "write":
             return (f"wa_{node.name}[g] = {self.value(i['ADDR'], 32)}; "
-                    f"wd_{node.name}[g] = {self.value(i['DATA'], node.width)}; "
-                    f"we_{node.name}[g] = {self.value(i['EN'], node.width)};")
+                    f"wd_{node.name}[g] = {self.value(i['DATA'], node.width, vector=True)}; "
+                    f"we_{node.name}[g] = {self.value(i['EN'], node.width, vector=True)};")
         if kind in FLOPS:
             return f"n.{out.name}[g] = {self._flop(node)};"
         return f"{self._declare(out)} = {self._cell(node)};"
@@ -191,40 +160,130 @@ class Writer:
     def _declare(self, sig):
         return f"{sig.name}[g]" if sig.stored else f"{_type(sig.width)} {sig.name}"
 
+    @staticmethod
+    def _from_vector(expr, width):
+        """A vector ``expr`` as a value of ``width`` bits (its bit 0 as a mask for one bit)."""
+        return f"BIT_{_vtype(width)}({expr}, 0)" if width == 1 else expr
+
+    def _polar(self, node, port):
+        """The mask of a flip-flop's control ``port`` (inverted for an active-low one)."""
+        m = self.value(node.inputs[port], 1)
+        if not _int(node.cell["parameters"].get(f"{port}_POLARITY", "1")):
+            m = f"({m} ^ ALL)"
+        return m
+
+    def _choose(self, width, m, a, b):
+        """Per lane: ``b`` where the mask ``m`` is set, else ``a``."""
+        if width == 1:
+            return f"(({b} & {m}) | ({a} & ~{m}))"
+        return f"SEL_{_vtype(width)}({m}, {a}, {b})"
+
+    def _enabled(self, out, en_runs, value):
+        en = self.value(en_runs, 1)
+        return self._choose(out.width, en, f"s.{out.name}[g]", value)
+
     def _flop(self, node):
         p, i, q = node.cell["parameters"], node.inputs, node.out
-        t, w = _type(q.width), q.width
+        w = q.width
         value = self.value(i["D"], w)
-        if "EN" in i:
-            en = self.value(i["EN"], w)
-            if not _int(p.get("EN_POLARITY", "1")):
-                en = f"({en} ^ 1)"
-            en_mask = en if w == 1 else f"(({t}){{}} - {en})"
-        if "SRST" in i:
-            srst = self.value(i["SRST"], w)
-            if not _int(p.get("SRST_POLARITY", "1")):
-                srst = f"({srst} ^ 1)"
-            srst_mask = srst if w == 1 else f"(({t}){{}} - {srst})"
-            reset = f"(({t}){{}} + {_int(p['SRST_VALUE'])}{'u' if t == 'W' else 'ull'})"
+        if w == 1:
+            reset = "ALL" if _int(p.get("SRST_VALUE", "0")) & 1 else "0u"
+        else:
+            t = _vtype(w)
+            reset = f"(({t}){{}} + {_int(p.get('SRST_VALUE', '0'))}{'u' if t == 'W' else 'ull'})"
         qref = f"s.{q.name}[g]"
         kind = node.kind
         if kind == "$dff":
             return value
-        if kind == "$dffe":
-            return f"(({value} & {en_mask}) | ({qref} & ~{en_mask}))"
         if kind == "$sdff":
-            return f"(({reset} & {srst_mask}) | ({value} & ~{srst_mask}))"
-        enabled = f"(({value} & {en_mask}) | ({qref} & ~{en_mask}))"
+            return self._choose(w, self._polar(node, "SRST"), value, reset)
+        en = self._polar(node, "EN")
+        if kind == "$dffe":
+            return self._choose(w, en, qref, value)
+        srst = self._polar(node, "SRST")
         if kind == "$sdffe":
-            return f"(({reset} & {srst_mask}) | ({enabled} & ~{srst_mask}))"
+            return self._choose(w, srst, self._choose(w, en, qref, value), reset)
         # $sdffce: the reset only while enabled
-        reset_or_d = f"(({reset} & {srst_mask}) | ({value} & ~{srst_mask}))"
-        return f"(({reset_or_d} & {en_mask}) | ({qref} & ~{en_mask}))"
+        return self._choose(w, en, qref, self._choose(w, srst, value, reset))
 
     def _cell(self, node):
-        kind, p, i, y = node.kind, node.cell["parameters"], node.inputs, node.out.width
-        t = _type(y)
+        kind, y = node.kind, node.out.width
+        if y == 1 and kind in _MASK_CELLS:
+            return self._mask_cell(node)
+        if kind in ("$mux", "$pmux"):
+            return self._mux(node)
+        if kind in _MASK_CELLS - {"$not", "$pos", *_BINARY_EXTENDED}:
+            # a test whose result is wider than a bit: 0 or 1 in every lane
+            t = _vtype(y)
+            return f"EXPAND_{t}({self._mask_cell(node)}, 1{'u' if t == 'W' else 'ull'})"
+        return self._from_vector(self._vector_cell(node), y)
+
+    def _mux(self, node):
+        i, y = node.inputs, node.out.width
+        if node.kind == "$mux":
+            return self._choose(y, self.value(i["S"], 1), self.value(i["A"], y),
+                                self.value(i["B"], y))
+        expr = self.value(i["A"], y)
+        n = sum(1 for k in i if k.startswith("S"))
+        for k in reversed(range(n)):      # the first case that matches wins
+            expr = self._choose(y, self.value(i[f"S{k}"], 1), expr, self.value(i[f"B{k}"], y))
+        return expr
+
+    def _mask_cell(self, node):
+        """A cell's one-bit result as a mask."""
+        kind, p, i = node.kind, node.cell["parameters"], node.inputs
+        a_width = _int(p.get("A_WIDTH", "0"))
+        b_width = _int(p.get("B_WIDTH", "0"))
+        if kind in ("$mux", "$pmux"):
+            return self._mux(node)
+        if kind == "$not":
+            return f"({self.value(i['A'], 1)} ^ ALL)"
+        if kind == "$pos":
+            return self.value(i["A"], 1)
+        if kind in ("$and", "$or", "$xor", "$add", "$sub", "$mul"):
+            op = {"$and": "&", "$or": "|", "$xor": "^", "$add": "^", "$sub": "^", "$mul": "&"}
+            return f"({self.value(i['A'], 1)} {op[kind]} {self.value(i['B'], 1)})"
+        if kind in ("$reduce_or", "$reduce_bool"):
+            return self._nonzero(i["A"], a_width)
+        if kind == "$logic_not":
+            return f"({self._nonzero(i['A'], a_width)} ^ ALL)"
+        if kind == "$reduce_and":
+            if a_width == 1:
+                return self.value(i["A"], 1)
+            t = _vtype(a_width)
+            return (f"CMPU_{t}<0>({self.value(i['A'], a_width)}, "
+                    f"(({t}){{}} + {_mask(a_width)}{'u' if t == 'W' else 'ull'}))")
+        if kind in ("$logic_and", "$logic_or"):
+            op = "&" if kind == "$logic_and" else "|"
+            return f"({self._nonzero(i['A'], a_width)} {op} {self._nonzero(i['B'], b_width)})"
+        # a comparison
+        w = max(a_width, b_width)
+        signed = bool(_int(p.get("A_SIGNED", "0"))) and bool(_int(p.get("B_SIGNED", "0")))
+        if w == 1:   # one-bit operands: 1 is -1 when signed, so signed order is reversed
+            a, b = self.value(i["A"], 1), self.value(i["B"], 1)
+            if signed and kind not in ("$eq", "$ne"):
+                a, b = b, a
+            return {"$eq": f"({a} ^ {b} ^ ALL)", "$ne": f"({a} ^ {b})",
+                    "$lt": f"(~{a} & {b} & ALL)", "$le": f"((~{a} | {b}) & ALL)",
+                    "$gt": f"({a} & ~{b} & ALL)", "$ge": f"(({a} | ~{b}) & ALL)"}[kind]
+        t = _vtype(w)
+        a, b = self.value(i["A"], w, signed), self.value(i["B"], w, signed)
+        bits = 32 if t == "W" else 64
+        if signed and w < bits:      # the lanes' sign bit made the operands' own
+            a = f"({t})((S{t})({a} << {bits - w}) >> {bits - w})"
+            b = f"({t})((S{t})({b} << {bits - w}) >> {bits - w})"
+        return f"CMP{'S' if signed else 'U'}_{t}<{_CODE[kind]}>({a}, {b})"
+
+    def _vector_cell(self, node):
+        """A cell computed as vectors (``$add``, ``$shl``... of more than a bit)."""
+        kind, p, i = node.kind, node.cell["parameters"], node.inputs
+        y = node.out.width
+        t = _vtype(y)
         suffix = "u" if t == "W" else "ull"
+
+        def value(port, width, signed=False):
+            return self.value(i[port], width, signed, vector=True)
+
         a_signed = bool(_int(p.get("A_SIGNED", "0")))
         b_signed = bool(_int(p.get("B_SIGNED", "0")))
         if kind in _BINARY_EXTENDED:   # both operands extended by sign only if both are signed
@@ -233,68 +292,27 @@ class Writer:
         b_width = _int(p.get("B_WIDTH", "0"))
         masked = (lambda e: e) if y in (32, 64) else (lambda e: f"({e} & {_mask(y)}{suffix})")
         if kind == "$not":
-            return masked(f"~{self.value(i['A'], y, a_signed)}")
+            return masked(f"~{value('A', y, a_signed)}")
         if kind == "$pos":
-            return self.value(i["A"], y, a_signed)
-        if kind in ("$logic_not", "$reduce_or", "$reduce_bool", "$reduce_and"):
-            a = self.value(i["A"], a_width)
-            sa = "u" if _type(a_width) == "W" else "ull"
-            rhs = f"{_mask(a_width)}{sa}" if kind == "$reduce_and" else f"0{sa}"
-            op = "!=" if kind in ("$reduce_or", "$reduce_bool") else "=="
-            return f"B2{t}({a} {op} {rhs})"
+            return value("A", y, a_signed)
         if kind in ("$and", "$or", "$xor"):
             op = {"$and": "&", "$or": "|", "$xor": "^"}[kind]
-            return f"({self.value(i['A'], y, a_signed)} {op} {self.value(i['B'], y, b_signed)})"
+            return f"({value('A', y, a_signed)} {op} {value('B', y, b_signed)})"
         if kind in ("$add", "$sub", "$mul"):
             op = {"$add": "+", "$sub": "-", "$mul": "*"}[kind]
-            return masked(f"({self.value(i['A'], y, a_signed)} {op} "
-                          f"{self.value(i['B'], y, b_signed)})")
-        if kind in ("$logic_and", "$logic_or"):
-            w = max(a_width, b_width)
-            op = "&" if kind == "$logic_and" else "|"
-            return (f"B2{t}(({self.value(i['A'], w)} != 0) {op} "
-                    f"({self.value(i['B'], w)} != 0))")
-        if kind in COMPARE:
-            w = max(a_width, b_width)
-            signed = a_signed and b_signed
-            ta = _type(w)
-            a, b = self.value(i["A"], w, signed), self.value(i["B"], w, signed)
-            if signed:
-                bits = 32 if ta == "W" else 64
-                a = f"((S{ta})({a} << {bits - w}) >> {bits - w})"
-                b = f"((S{ta})({b} << {bits - w}) >> {bits - w})"
-            cond = f"({a} {COMPARE[kind]} {b})"
-            return f"B2{t}({cond})"
+            return masked(f"({value('A', y, a_signed)} {op} {value('B', y, b_signed)})")
         if kind in ("$shl", "$shr"):
             if b_signed:
                 raise ValueError("the lanes model has no signed shift amount")
             w = y if kind == "$shl" else max(a_width, y)
-            tw = _type(w)
+            tw = _vtype(w)
             bits = 32 if tw == "W" else 64
             if b_width > bits:
                 raise ValueError(f"the lanes model has no {b_width}-bit shift amount")
-            a, b = self.value(i["A"], w, a_signed), self.value(i["B"], w if b_width <= w
-                                                                else bits)
+            a, b = value("A", w, a_signed), value("B", w if b_width <= w else bits)
             op = "<<" if kind == "$shl" else ">>"
             expr = f"(({a} {op} ({b} & {bits - 1})) & ({tw})({b} < {bits}))"
             if tw != t:
                 expr = f"TO_{t}({expr})"
             return masked(expr)
-        if kind in ("$mux", "$pmux"):
-            # a select is 0 or 1: all ones or zeros, or (one bit wide) itself
-            def select(port):
-                s = self.value(i[port], y)
-                return s if y == 1 else f"(({t}){{}} - {s})"
-
-            if kind == "$mux":
-                a, b, m = self.value(i["A"], y), self.value(i["B"], y), select("S")
-                return f"(({b} & {m}) | ({a} & ~{m}))"
-            expr = self.value(i["A"], y)
-            n = sum(1 for k in i if k.startswith("S"))
-            for k in reversed(range(n)):      # the first case that matches wins
-                m = select(f"S{k}")
-                expr = f"(({self.value(i[f'B{k}'], y)} & {m}) | ({expr} & ~{m}))"
-            return expr
         raise ValueError(f"the lanes model has no {kind} cell")
-
-

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from wse.rtl.wavelet import Direction
 
 __all__ = ["Tile", "tile_netlist", "schedule", "ordered", "exchange_source", "value_type",
-           "mask", "to_int", "FLOPS", "COMPARE"]
+           "vector_type", "mask", "to_int", "FLOPS", "COMPARE"]
 
 #: Yosys script: the tile as word-level cells, every memory whole with its read ports combinational
 #: (registers stay registers), simplified as far as Yosys's `opt -full` goes.
@@ -49,6 +49,13 @@ def mask(width):
 
 
 def value_type(width):
+    """How a signal of ``width`` bits is kept: one bit a lane in a mask ``M`` (lane ``l`` is
+    bit ``l``), or a vector of 32-bit (``W``) or 64-bit (``D``) lanes."""
+    return "M" if width == 1 else vector_type(width)
+
+
+def vector_type(width):
+    """The vector type that computes with ``width`` bits a lane."""
     return "W" if width <= 32 else "D"
 
 

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from wse.sim.lanes_cpp import PRELUDE, Writer
-from wse.sim.lanes_netlist import Tile, ordered
+from wse.sim.lanes_cpp import PRELUDE, Writer, lane_get, lane_set
+from wse.sim.lanes_netlist import Tile, ordered, value_type
 
 LANES = 16
 WIDTHS = [1, 2, 3, 5, 8, 16, 31, 32, 33, 38, 63, 64]
@@ -59,16 +59,18 @@ def run_module(module, values, tmp_path, flags):
     tile = Tile(module)
     writer = Writer(tile)
     lines = [PRELUDE.replace('#include "verilated.h"', ""), "#include <cstdio>"]
-    lines += [f"{'W' if s.width <= 32 else 'D'} {s.name}[1];" for s in tile.signals.values()
+    types = {s.name: value_type(s.width) for s in tile.signals.values()}
+    lines += [f"{types[s.name]} {s.name}[1];" for s in tile.signals.values()
               if s.kind != "comb" or s.stored]
     lines.append("int main() {")
-    lines += [f"  {name}[0][{lane}] = {value}ull;" for (name, lane), value in values.items()]
+    lines += ["  " + lane_set(types[name], f"{name}[0]", lane, f"{value}ull")
+              for (name, lane), value in values.items()]
     lines.append("  for (int g = 0; g < 1; ++g) {")
     lines += ["    " + writer.node(node) for node in ordered(tile.nodes)]
     lines.append("  }")
     outputs = sorted(tile.outputs)
-    lines += [f'  for (int l = 0; l < 16; ++l) std::printf("%llu\\n", '
-              f"(unsigned long long)out_{name}[0][l]);" for name in outputs]
+    lines += [f'  for (int l = 0; l < 16; ++l) std::printf("%llu\\n", (unsigned long long)'
+              f"{lane_get(types[f'out_{name}'], f'out_{name}[0]', 'l')});" for name in outputs]
     lines.append("}")
     source = tmp_path / "cells.cpp"
     source.write_text("\n".join(lines))
@@ -115,9 +117,11 @@ FLAGS = [pytest.param(["-march=native"], id="native"),
 def test_every_cell_kind_matches_yosys(tmp_path, flags):
     rng = random.Random(1)
     net, cases, values = Netlist(), [], {}
-    for k in range(220):
+    for k in range(300):
         kind = rng.choice(BINARY + UNARY)
         a_width, b_width = rng.choice(WIDTHS), rng.choice(WIDTHS)
+        if rng.random() < 0.2:         # one-bit operands: the model's masks
+            a_width = b_width = 1
         if kind in ("$shl", "$shr"):
             b_width = rng.choice([1, 2, 3, 5, 6, 7])
         y_width = 1 if kind in TESTS else rng.choice(WIDTHS)
@@ -190,3 +194,48 @@ def test_operands_of_slices_constants_and_repeated_bits(tmp_path):
                     for i, bit in enumerate(operand))
             want = reference(kind, a, len(operand), signed, 0, 0, False, y_width)
             assert got[f"y{k}"][lane] == want, (kind, len(operand), signed, y_width, lane)
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_multiplexers_with_one_bit_and_wide_cases(tmp_path, flags):
+    """``$mux`` and ``$pmux`` (the first case whose select is set wins, else ``A``) of one bit,
+    where the model works on masks, and wider, where a mask selects vectors lane by lane;
+    selects taken from one-bit inputs and from bits inside wider ones."""
+    rng = random.Random(3)
+    net, cases, values = Netlist(), [], {}
+    wide = net.input("sel", 40)
+    for lane in range(LANES):
+        values["in_strap_sel", lane] = rng.getrandbits(40)
+    for k in range(120):
+        kind, width = rng.choice(["$mux", "$pmux"]), rng.choice(WIDTHS)
+        n = 1 if kind == "$mux" else rng.randint(2, 5)
+        a = net.input(f"a{k}", width)
+        b = [bit for s in range(n) for bit in net.input(f"b{k}_{s}", width)]
+        selects = []
+        for s in range(n):
+            if rng.random() < 0.5:
+                selects.append(("one", net.input(f"s{k}_{s}", 1)[0]))
+            else:
+                selects.append(("bit", rng.randrange(40)))
+        s_bits = [bit if how == "one" else wide[bit] for how, bit in selects]
+        params = {"WIDTH": binary(32, width)} | ({"S_WIDTH": binary(32, n)} if n > 1 else {})
+        net.cell(f"y{k}", kind, params, {"A": a, "B": b, "S": s_bits, "Y": net.bits(width)})
+        cases.append((k, width, n, selects))
+        for lane in range(LANES):
+            values[f"in_strap_a{k}", lane] = rng.getrandbits(width)
+            for s in range(n):
+                values[f"in_strap_b{k}_{s}", lane] = rng.getrandbits(width)
+            for s, (how, _) in enumerate(selects):
+                if how == "one":
+                    values[f"in_strap_s{k}_{s}", lane] = int(rng.random() < 0.4)
+    got = run_module(net.module(), values, tmp_path, flags)
+    for k, width, n, selects in cases:
+        for lane in range(LANES):
+            want = values[f"in_strap_a{k}", lane]
+            for s, (how, bit) in enumerate(selects):
+                chosen = (values[f"in_strap_s{k}_{s}", lane] if how == "one"
+                          else values["in_strap_sel", lane] >> bit & 1)
+                if chosen:
+                    want = values[f"in_strap_b{k}_{s}", lane]
+                    break
+            assert got[f"y{k}"][lane] == want, (k, width, n, selects, lane)
