@@ -121,26 +121,34 @@ def generate(config, module):
         member = port.split("__")[1]
         if tile.signals[sig_name].width == 1:
             return exchange_mask(sig_name, port, d, source)
+        t = _type(tile.signals[sig_name].width)
+        dr, dc = _STEPS[d]
         out = []
-        for r in range(rows):
-            for c in range(cols):
-                lane = r * cols + c
-                dr, dc = _STEPS[d]
-                target = f"{sig_name}[{lane // LANES}][{lane % LANES}]"
+        for g in range(groups):      # lanes moved from each source group, then edge values
+            moved, edge_lanes = {}, []
+            for l in range(min(LANES, n_tiles - g * LANES)):
+                r, c = divmod(g * LANES + l, cols)
                 if 0 <= r + dr < rows and 0 <= c + dc < cols:
                     other = (r + dr) * cols + c + dc
-                    value = f"out_{source}[{other // LANES}][{other % LANES}]"
+                    index, lanes = moved.setdefault(other // LANES, ([0] * LANES, [0]))
+                    index[l] = other % LANES
+                    lanes[0] |= 1 << l
                 elif port.startswith("i_") and ((r, c), d, "in") in edge:
                     name = edge[(r, c), d, "in"]
-                    value = {"valid": f"{name}_tvalid",
-                             "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & "
-                                        f"{MAX_COLORS - 1}) << {DATA_BITS} | uint64_t("
-                                        f"{name}_tuser & 1) << {CTRL_AT})"}[member]
+                    edge_lanes.append((l, {
+                        "valid": f"{name}_tvalid",
+                        "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & "
+                                   f"{MAX_COLORS - 1}) << {DATA_BITS} | uint64_t("
+                                   f"{name}_tuser & 1) << {CTRL_AT})"}[member]))
                 elif port.startswith("o_") and ((r, c), d, "out") in edge:
-                    value = "1"              # the harness's wrapper: outlets always ready
-                else:
-                    value = "0"
-                out.append(f"    {target} = {value};")
+                    edge_lanes.append((l, "1"))   # the harness's wrapper: outlets ready
+            expr = f"(({t}){{}})"
+            for source_group, (index, (lanes,)) in sorted(moved.items()):
+                expr = (f"SEL_{t}({lanes:#x}u, {expr}, PERM_{t}(out_{source}[{source_group}], "
+                        f"(W){{{', '.join(map(str, index))}}}))")
+            for l, value in edge_lanes:
+                expr = f"SEL_{t}({1 << l:#x}u, {expr}, ({t}){{}} + {value})"
+            out.append(f"    {sig_name}[{g}] = {expr};")
         return out
 
     def exchange_mask(sig_name, port, d, source):

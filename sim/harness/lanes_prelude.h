@@ -6,7 +6,8 @@
 // or D (16 lanes of 64 bits). Helpers move between the two: BIT (bit k of every lane as a
 // mask), NZ (lanes not zero), EXPAND (a value in the lanes of a mask, 0 in the others), SEL
 // (per lane: b where the mask is set, else a), CMPU/CMPS (an unsigned or signed comparison
-// whose code is AVX-512's: 0 ==, 1 <, 2 <=, 4 !=, 5 >=, 6 >).
+// whose code is AVX-512's: 0 ==, 1 <, 2 <=, 4 !=, 5 >=, 6 >), PERM (lanes moved: the
+// exchanges between tiles).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -70,6 +71,15 @@ template <int OP> static inline M CMPU_D(D a, D b) {
 template <int OP> static inline M CMPS_D(D a, D b) {
     return pair(_mm512_cmp_epi64_mask(half(a, 0), half(b, 0), OP),
                 _mm512_cmp_epi64_mask(half(a, 1), half(b, 1), OP));
+}
+static inline W PERM_W(W src, W idx) {
+    return (W)_mm512_permutexvar_epi32((__m512i)idx, (__m512i)src);
+}
+static inline D PERM_D(D src, W idx) {
+    __m512i lo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256((__m512i)idx));
+    __m512i hi = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64((__m512i)idx, 1));
+    return join(_mm512_permutex2var_epi64(half(src, 0), lo, half(src, 1)),
+                _mm512_permutex2var_epi64(half(src, 0), hi, half(src, 1)));
 }
 
 static inline __mmask16 lanes_in(W a, uint32_t size) {
@@ -155,6 +165,13 @@ template <int OP> static inline M CMPU_W(W a, W b) { return compare_lanes<OP, ui
 template <int OP> static inline M CMPS_W(W a, W b) { return compare_lanes<OP, int32_t>(a, b); }
 template <int OP> static inline M CMPU_D(D a, D b) { return compare_lanes<OP, uint64_t>(a, b); }
 template <int OP> static inline M CMPS_D(D a, D b) { return compare_lanes<OP, int64_t>(a, b); }
+template <class V> static inline V permute(const V &src, W idx) {
+    V out;
+    for (int l = 0; l < 16; ++l) out[l] = src[idx[l] & 15];
+    return out;
+}
+static inline W PERM_W(W src, W idx) { return permute(src, idx); }
+static inline D PERM_D(D src, W idx) { return permute(src, idx); }
 
 template <class V, class E>
 static inline V read_any(const E *m, W a, uint32_t size) {
