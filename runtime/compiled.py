@@ -37,8 +37,9 @@ CLOSE_WAIT = 30.0
 #: The models :class:`CompiledSystem` can run.
 ENGINES = ("lanes", "verilator")
 #: By default, meshes of more tiles than this run as lanes: the lanes model costs about the same
-#: per cycle for 1 to 16 tiles, Verilator's grows with each (about equal at 2x2, ``docs/sim.md``).
-LANES_ABOVE = 4
+#: per cycle for 1 to 16 tiles, Verilator's grows with each (about equal at two tiles, the lanes
+#: model 1.7 times faster at three and four: ``docs/sim.md``).
+LANES_ABOVE = 2
 
 
 class CompiledSystem(System):

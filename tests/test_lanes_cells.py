@@ -158,7 +158,8 @@ def test_every_cell_kind_matches_yosys(tmp_path, flags):
 
 def test_operands_of_slices_constants_and_repeated_bits(tmp_path):
     """Operands that mix slices of signals of every width class, constants and one bit repeated
-    (the crossbar's masks), extended by sign or zero or truncated (through ``$pos``/``$not``)."""
+    (the crossbar's masks), extended by sign or zero or truncated (through ``$pos``/``$not``,
+    and ``$and`` with one bit repeated)."""
     rng = random.Random(2)
     net, cases, values, bit_value = Netlist(), [], {}, {}
     sources = [net.input(f"p{k}", w) for k, w in enumerate([1, 7, 32, 33, 38, 64, 20])]
@@ -181,18 +182,23 @@ def test_operands_of_slices_constants_and_repeated_bits(tmp_path):
                 operand += source[i:rng.randint(i + 1, len(source))]
         operand = operand[:64]
         y_width = rng.choice([1, 3, 31, 32, 33, 40, 63, 64, len(operand)])
-        signed, kind = rng.random() < 0.5, rng.choice(["$pos", "$not"])
-        net.cell(f"y{k}", kind, {"A_SIGNED": binary(1, signed),
-                                 "A_WIDTH": binary(32, len(operand)),
-                                 "Y_WIDTH": binary(32, y_width)},
-                 {"A": operand, "Y": net.bits(y_width)})
-        cases.append((k, kind, operand, signed, y_width))
+        signed, kind = rng.random() < 0.5, rng.choice(["$pos", "$not", "$and"])
+        params = {"A_SIGNED": binary(1, signed), "A_WIDTH": binary(32, len(operand)),
+                  "Y_WIDTH": binary(32, y_width)}
+        connections = {"A": operand, "Y": net.bits(y_width)}
+        mask = []
+        if kind == "$and":          # and a bit repeated: as wide as the result, or not
+            mask = [rng.choice(sources[0] + sources[2])] * rng.choice([y_width, 64, 3])
+            params |= {"B_SIGNED": binary(1, signed), "B_WIDTH": binary(32, len(mask))}
+            connections["B"] = mask
+        net.cell(f"y{k}", kind, params, connections)
+        cases.append((k, kind, operand, signed, y_width, mask))
     got = run_module(net.module(), values, tmp_path, ["-march=native"])
-    for k, kind, operand, signed, y_width in cases:
+    for k, kind, operand, signed, y_width, mask in cases:
         for lane in range(LANES):
-            a = sum((int(bit) if isinstance(bit, str) else bit_value[bit, lane]) << i
-                    for i, bit in enumerate(operand))
-            want = reference(kind, a, len(operand), signed, 0, 0, False, y_width)
+            a, b = (sum((int(bit) if isinstance(bit, str) else bit_value[bit, lane]) << i
+                        for i, bit in enumerate(bits)) for bits in (operand, mask))
+            want = reference(kind, a, len(operand), signed, b, len(mask), signed, y_width)
             assert got[f"y{k}"][lane] == want, (kind, len(operand), signed, y_width, lane)
 
 
