@@ -41,6 +41,9 @@ class MeshConfig:
     ``held_copies`` (1 or 2) is how many copies each core's command FIFO keeps of what its
     head holds in flip-flops (:class:`~rtl.peek_fifo.PeekFIFO`: the same cycles; 2 keeps
     synthesis from merging two reads into one slower one, the ULX3S's choice).
+    ``tag_slots`` is the routers' (:class:`~rtl.router.Router`): with 2-deep queues, each queue
+    slot's tags in a memory of its own (the same cycles; a shorter path where memories are LUT
+    RAM, False on the iCEBreaker, whose are flip-flops).
     ``reply_colors`` is the color plan's (``None``: as many as fit, ``min(rows, 18)``; fewer
     make rows share them on a small mesh as they do on a large one).
     """
@@ -57,6 +60,7 @@ class MeshConfig:
     psum_depth: int = 16
     counter_adders: int = 1
     held_copies: int = 1
+    tag_slots: bool = True
     reply_colors: int | None = None
 
     def __post_init__(self):
@@ -67,6 +71,8 @@ class MeshConfig:
             value = getattr(self, name)
             if type(value) is not int or value not in (1, 2):
                 raise ValueError(f"{name} must be 1 or 2, not {value!r}")
+        if type(self.tag_slots) is not bool:
+            raise ValueError(f"tag_slots must be True or False, not {self.tag_slots!r}")
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
                                                    reply_colors=self.reply_colors))
         self.core(0, 0)      # validates the core parameters

@@ -85,8 +85,10 @@ BOARDS = {
         # into blocks that fit. ``-dff``: ABC9 sees the flip-flops too and drops the state a
         # 1x1 never reaches (unmapped queues, undriven inputs): 89 % of the logic cells went
         # to 77 % (docs/fpga.md; tests/test_gate_level.py runs the netlist against the RTL).
+        # The router queues' tags beside their wavelets (tag_slots=False): in memories of their
+        # own, a path shorter on the ECP5's LUT RAM, they cost this board clock (docs/fpga.md).
         config=dict(n_feat=8, n_tok=1, n_out=8, depth=2, acc_buffers=2, psum_depth=2,
-                    counter_adders=2),
+                    counter_adders=2, tag_slots=False),
         synth_opts="-dsp -dff",
         reset_button=("button", 0),
         leds={"heartbeat": ("led", 1), "error": ("led", 0)},

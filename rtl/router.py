@@ -83,6 +83,12 @@ class Router(wiring.Component):
         copy is not made (a route left with no output drops the wavelet) and every output's
         crossbar mux has four inputs instead of five; mesh tiles use that, since a color plan
         never routes back (``docs/router.md``).
+    tag_slots : bool
+        With 2-deep queues, keep each queue slot's tags (``tx``, torn) in a memory of its own,
+        read by the candidate queue alone, so that the allocation loop does not start with a
+        multiplexer on the queue memory's address: the same cycles, a faster loop where
+        memories are LUT RAM (the ECP5); on the iCE40, whose memories are flip-flops, it only
+        costs (``docs/fpga.md``). Deeper queues keep the tags beside the wavelets.
     straps : bool
         Take the initial routes, configuration route and queue map from input ports (see
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
@@ -124,7 +130,8 @@ class Router(wiring.Component):
 
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
                  cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=16,
-                 ramp_rotates=False, straps=False, ramp_accept=False, u_turns=True):
+                 ramp_rotates=False, straps=False, ramp_accept=False, u_turns=True,
+                 tag_slots=True):
         n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         if cfg_color is not None:
             cfg_color = integer("cfg_color", cfg_color)
@@ -170,6 +177,7 @@ class Router(wiring.Component):
         self.straps = bool(straps)
         self.has_ramp_accept = bool(ramp_accept)
         self.u_turns = bool(u_turns)
+        self.tag_slots = bool(tag_slots)
         if self.straps and any(True for _ in self.routes):
             raise ValueError("a strapped router takes its routes from route_init, not routes")
         self.queue_bits = max(1, (n_queues - 1).bit_length())
@@ -198,7 +206,7 @@ class Router(wiring.Component):
                 "depth": self.depth, "cfg_color": self.cfg_color,
                 "cfg_route": [self.cfg_route.rx, self.cfg_route.tx],
                 "counter_width": self.counter_width, "ramp_rotates": self.ramp_rotates,
-                "u_turns": self.u_turns}
+                "u_turns": self.u_turns, "tag_slots": self.tag_slots}
 
     @classmethod
     def from_params(cls, params):
@@ -243,7 +251,7 @@ class Router(wiring.Component):
             name = port.name.lower()
             inp = m.submodules[f"input_{name}"] = RouterInput(
                 n_queues=Q, depth=self.depth, n_colors=self.n_colors, cfg_color=self.cfg_color,
-                port=port, u_turns=self.u_turns)
+                port=port, u_turns=self.u_turns, tag_slots=self.tag_slots)
             inputs.append(inp)
             wiring.connect(m, wiring.flipped(self.port_in(port)), inp.i)
             wiring.connect(m, inp.arrive, state.arrive[port.value])

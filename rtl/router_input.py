@@ -18,16 +18,22 @@ from .wavelet import (
     Wavelet,
 )
 
-__all__ = ["QueueEntry", "RouterInput"]
+__all__ = ["QueueEntry", "QueueTag", "RouterInput"]
 
 _SWITCH_OPS = (ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN)
 
 
+class QueueTag(data.Struct):
+    """What a queued wavelet's route gave it on arrival."""
+    tx:   5         # output ports still to copy to when it reaches the head
+    torn: 1         # its color was torn down on arrival: look the route up again at the head
+
+
 class QueueEntry(data.Struct):
-    """A queued wavelet with the outputs its route gave it on arrival."""
+    """A queued wavelet with its tag (with 2-deep queues kept in two places: the wavelets in
+    one LUT RAM, the tags in one per queue slot)."""
     wavelet: Wavelet
-    tx:      5      # output ports still to copy to when it reaches the head
-    torn:    1      # its color was torn down on arrival: look the route up again at the head
+    tag:     QueueTag
 
 
 class RouterInput(wiring.Component):
@@ -50,7 +56,10 @@ class RouterInput(wiring.Component):
     ``i.ready`` is high when the wavelet can be disposed of this cycle: its queue has room and,
     if it needs one, the update engine takes it.
 
-    **Queues.** ``n_queues`` circular buffers of ``depth`` :class:`QueueEntry` in one LUT RAM.
+    **Queues.** ``n_queues`` circular buffers of ``depth`` :class:`QueueEntry` in one LUT RAM;
+    with ``depth=2`` and ``tag_slots`` the :class:`QueueTag` part is in two small ones instead,
+    one per slot, addressed by queue (read straight from the candidate's register, so that the
+    allocation loop does not start with a multiplexer on a LUT RAM's address).
 
     **Head.** One queue is the *candidate*; its head is offered as ``offer`` to the outputs in
     ``request`` (those it still owes). ``served`` says which took a copy; once every copy is
@@ -68,13 +77,15 @@ class RouterInput(wiring.Component):
     Latency: a wavelet taken at a clock edge can be offered in the next cycle.
     """
 
-    def __init__(self, *, n_queues, depth, n_colors, cfg_color, port=None, u_turns=True):
+    def __init__(self, *, n_queues, depth, n_colors, cfg_color, port=None, u_turns=True,
+                 tag_slots=True):
         self.n_queues = integer("n_queues", n_queues, 1, 9)
         self.depth = integer("depth", depth, 2)
         self.n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         self.cfg_color = cfg_color
         self.port = None if port is None else Direction(port)
         self.u_turns = bool(u_turns)
+        self.tag_slots = bool(tag_slots)
         if not self.u_turns and self.port is None:
             raise ValueError("an input without U-turns needs its port")
         super().__init__({
@@ -130,12 +141,38 @@ class RouterInput(wiring.Component):
         owed = [Signal(5, name=f"q{q}_owed") for q in range(Q)]
         room = Array(lv != D for lv in level)[self.queue]
 
-        # Head of the candidate queue.
+        # Head of the candidate queue. The wavelets are one LUT RAM addressed by queue and
+        # slot, `rd[cand]` (the crossbar's data, not on the allocation loop). With two slots
+        # (`split`, unless `tag_slots` is off) the tags, which the loop starts from (the candidate's tag, its request, the
+        # outputs' round robins, the copies served, the pop), are one LUT RAM per slot
+        # addressed by `cand` alone: the read starts at the flip-flops, and the slot is chosen
+        # after it by `rd[cand]`, worked out beside the read (docs/fpga.md, "The allocation
+        # loop without the read pointer's multiplexer": it took 1.8 ns of the loop's 12.8).
+        # Deeper queues keep the tags beside the wavelets: a 4x4 mesh's tile (4-deep queues)
+        # measured 484 LUT4 more split, and no faster (seed 1: 69.89 MHz, 73.60 not split);
+        # the iCEBreaker's 2-deep ones, flip-flops there, lost clock (23.74-24.14 MHz split,
+        # 24.05-24.84 not, seeds 1-3), so it turns `tag_slots` off.
         cand = Signal(range(Q))
-        mem = m.submodules.queues = Memory(shape=QueueEntry, depth=Q << ptr_bits, init=[])
+        split = self.tag_slots and D == 2
+        mem = m.submodules.queues = Memory(shape=Wavelet if split else QueueEntry,
+                                           depth=Q << ptr_bits, init=[])
         head_port = mem.read_port(domain="comb")
         m.d.comb += head_port.addr.eq(Cat(Array(rd)[cand], cand) if ptr_bits else cand)
-        head = head_port.data
+        slots = [Memory(shape=QueueTag, depth=Q, init=[]) for _ in range(D if split else 0)]
+        for k, slot in enumerate(slots):
+            m.submodules[f"tags{k}"] = slot
+        slot_tags = []
+        for slot in slots:
+            read = slot.read_port(domain="comb")
+            m.d.comb += read.addr.eq(cand)
+            slot_tags.append(read.data)
+        if split:
+            head = Signal(QueueEntry)
+            m.d.comb += [head.wavelet.eq(head_port.data),
+                         head.tag.tx.eq(Array(t.tx for t in slot_tags)[Array(rd)[cand]]),
+                         head.tag.torn.eq(Array(t.torn for t in slot_tags)[Array(rd)[cand]])]
+        else:
+            head = head_port.data
         h_valid = Array(lv != 0 for lv in level)[cand]
         h_started = Array(started)[cand]
         h_owed = Array(owed)[cand]
@@ -147,7 +184,7 @@ class RouterInput(wiring.Component):
         # configuration that reopened its color has set the position (docs/router.md).
         m.d.comb += self.head.color.eq(head.wavelet.color)
         seen = Signal()                      # a torn head's lookup is registered in `again`
-        looking = h_valid & ~h_started & head.torn & ~seen
+        looking = h_valid & ~h_started & head.tag.torn & ~seen
         again = Signal(PortRoute)
         m.d.sync += [seen.eq(looking), again.eq(self.head.route)]
         if not self.u_turns:
@@ -184,19 +221,23 @@ class RouterInput(wiring.Component):
         m.d.comb += self.i.ready.eq(take)
         push = self.i.valid & take & enqueue
         entry = Signal(QueueEntry)
-        m.d.comb += [entry.wavelet.eq(w), entry.tx.eq(route.tx), entry.torn.eq(torn)]
+        m.d.comb += [entry.wavelet.eq(w), entry.tag.tx.eq(route.tx), entry.tag.torn.eq(torn)]
         with m.If(is_cfg):
             m.d.comb += data.View(ConfigPayload, entry.wavelet.data).hops.eq(cfg.hops - 1)
         write = mem.write_port()
         m.d.comb += [write.addr.eq(Cat(Array(wr)[self.queue], self.queue) if ptr_bits
                                    else self.queue),
-                     write.data.eq(entry), write.en.eq(push)]
+                     write.data.eq(entry.wavelet if split else entry), write.en.eq(push)]
+        for k, slot in enumerate(slots):
+            write = slot.write_port()
+            m.d.comb += [write.addr.eq(self.queue), write.data.eq(entry.tag),
+                         write.en.eq(push & (Array(wr)[self.queue] == k))]
 
         # Offering the head.
         present = Signal()
-        tx = Mux(h_started, h_owed, head.tx)
+        tx = Mux(h_started, h_owed, head.tag.tx)
         m.d.comb += [
-            present.eq(h_valid & (h_started | ~head.torn)),
+            present.eq(h_valid & (h_started | ~head.tag.torn)),
             self.request.eq(Mux(present, tx, 0)),
             self.offer.eq(head.wavelet),
         ]

@@ -89,6 +89,8 @@ def core_parameters(config):
         "psum_depth": "psum FIFO depth per core, in wavelets",
         "counter_adders": "32-bit adders of each core's counters (1 or 2: same counts)",
         "held_copies": "copies of each core's command FIFO's held parts (1 or 2: same cycles)",
+        "tag_slots": "with 2-deep router queues, each slot's tags in a memory of their own "
+                     "(same cycles)",
         "edges": "edges with ports in both directions besides the W intakes and S outlets",
         "fmt": "number format: fixed point (operand width, fraction bits, accumulator width) "
                "or bf16 (binary32 accumulators)",

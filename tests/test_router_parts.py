@@ -504,9 +504,9 @@ class InputBench:
     """
 
     def __init__(self, *, table, cfg_route=(1, 0), n_queues=2, depth=3, n_colors=8, port=None,
-                 u_turns=True):
+                 u_turns=True, tag_slots=True):
         self.dut = RouterInput(n_queues=n_queues, depth=depth, n_colors=n_colors, cfg_color=CFG,
-                               port=port, u_turns=u_turns)
+                               port=port, u_turns=u_turns, tag_slots=tag_slots)
         self.table = dict(table)
         self.cfg_route = cfg_route
         self.n_queues = n_queues
@@ -697,6 +697,46 @@ def test_input_queues_keep_order_and_multicasts_leave_after_every_copy(n_queues,
             done.append(offer)
     assert set(done) == set(arrivals) and len(done) == len(arrivals)
     assert sum(e["drops"] for e in log) == 0 and log[-1]["empty"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("n_queues, depth, tag_slots", [(2, 2, True), (3, 2, True), (2, 2, False),
+                                                        (2, 3, True), (3, 4, True)])
+def test_input_tags_follow_their_wavelets_through_every_slot(seed, n_queues, depth, tag_slots):
+    """The tags (``tx``, ``torn``) live apart from the wavelets, one LUT RAM per queue slot,
+    read by the candidate queue and chosen by its read pointer: under random multicast
+    traffic, backpressure and colors torn down until a random cycle, every wavelet must first
+    ask for its own route's outputs (a torn one, the route it reopens with), in queue order,
+    and leave after every copy."""
+    rng = random.Random(100 * seed + 10 * n_queues + depth)
+    colors = range(6)
+    table = {c: (1, rng.randrange(1, 32), 0) for c in colors}
+    torn = rng.sample(colors, 2)
+    reopened = {c: (1, rng.randrange(1, 32), 0) for c in torn}
+    for c in torn:
+        table[c] = (1, rng.randrange(32), 1)
+    expected = {c: (reopened[c] if c in torn else table[c])[1] for c in colors}
+    at = rng.randrange(20, 120)
+    bench = InputBench(table=table, n_queues=n_queues, depth=depth, tag_slots=tag_slots)
+    arrivals = [word(rng.choice(colors), k) for k in range(80)]
+    events = {at: lambda t: t.update(reopened)}
+    log = bench.run(arrivals, 900, events=events,
+                    served=lambda c, request, o: request & rng.getrandbits(5),
+                    idle=lambda c: rng.random() < 0.6)
+    owed, done = {}, []
+    for cycle, offer, request, served in requested(log):
+        color = fields(offer)["color"]
+        if offer not in owed:
+            assert request == expected[color], f"cycle {cycle}: not its own route's outputs"
+            earlier = [w for w in arrivals[:arrivals.index(offer)]
+                       if bench.queue_of(fields(w)["color"]) == bench.queue_of(color)]
+            assert all(w in done for w in earlier), "offered ahead of its queue"
+            owed[offer] = request
+        assert request == owed[offer], "asked again for copies already taken"
+        owed[offer] &= ~served
+        if not owed[offer]:
+            done.append(offer)
+    assert sorted(done) == sorted(arrivals) and sum(e["drops"] for e in log) == 0
 
 
 def test_input_resumes_a_partly_served_multicast_after_a_rotation():

@@ -209,3 +209,8 @@ def test_mesh_config_parses_and_validates():
         for bad in (0, 3, True, "2"):
             with pytest.raises(ValueError, match=rf"^{name} must be 1 or 2, not "):
                 MeshConfig(**{name: bad})
+    off = MeshConfig(1, 1, tag_slots=False)
+    assert MeshConfig.from_dict(off.to_dict()) == off
+    for bad in (0, 1, "False", None):
+        with pytest.raises(ValueError, match=r"^tag_slots must be True or False, not "):
+            MeshConfig(tag_slots=bad)

@@ -162,6 +162,18 @@ def test_mesh_config_reaches_the_core_of_either_kind_of_tile(copies):
     assert ("held_1" in text) == (copies == 2)
 
 
+@pytest.mark.parametrize("slots", [True, False])
+def test_tag_slots_reach_the_router_of_either_kind_of_tile(slots):
+    """``tag_slots`` reaches the router of a per-position tile and of the strapped tile, and
+    with 2-deep queues only True builds the memories of tags per slot."""
+    config = MeshConfig(rows=2, cols=2, depth=2, tag_slots=slots)
+    mesh = Mesh(config, shared_tile=False)
+    for tile in (mesh.tile(1, 0), mesh.strapped_tile()):
+        assert tile.router.tag_slots is slots
+    text = rtlil.convert(mesh.strapped_tile().router)
+    assert ("tags1" in text) == slots
+
+
 @pytest.mark.parametrize("bad", ["X", 3, "NN E"])
 def test_tile_refuses_bad_skid_ports(bad):
     with pytest.raises(ValueError, match="skids must be a string of N, E, S, W"):

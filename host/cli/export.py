@@ -24,6 +24,9 @@ _CORE_OPTIONS = (
     ("--held-copies", "held_copies", int,
      "Copies of each core's command FIFO's held parts: 1, or 2 (the same cycles, a shorter "
      "path on the ECP5)."),
+    ("--tag-slots", "tag_slots", bool,
+     "With 2-deep router queues, each slot's tags in a memory of their own: true, or false "
+     "(the same cycles; a shorter path on the ECP5)."),
     ("--edges", "edges", str, "Edges (of NESW) with ports in both directions as well."),
 )
 
