@@ -143,8 +143,9 @@ class RouterInput(wiring.Component):
 
         # Head of the candidate queue. The wavelets are one LUT RAM addressed by queue and
         # slot, `rd[cand]` (the crossbar's data, not on the allocation loop). With two slots
-        # (`split`, unless `tag_slots` is off) the tags, which the loop starts from (the candidate's tag, its request, the
-        # outputs' round robins, the copies served, the pop), are one LUT RAM per slot
+        # (`split`, unless `tag_slots` is off) the tags, which the loop starts from (the
+        # candidate's tag, its request, the outputs' round robins, the copies served, the
+        # pop), are one LUT RAM per slot
         # addressed by `cand` alone: the read starts at the flip-flops, and the slot is chosen
         # after it by `rd[cand]`, worked out beside the read (docs/fpga.md, "The allocation
         # loop without the read pointer's multiplexer": it took 1.8 ns of the loop's 12.8).

@@ -126,28 +126,28 @@ def generate(config, module):
         out = []
         for g in range(groups):      # lanes moved from each source group, then edge values
             moved, edge_lanes = {}, []
-            for l in range(min(LANES, n_tiles - g * LANES)):
-                r, c = divmod(g * LANES + l, cols)
+            for k in range(min(LANES, n_tiles - g * LANES)):
+                r, c = divmod(g * LANES + k, cols)
                 if 0 <= r + dr < rows and 0 <= c + dc < cols:
                     other = (r + dr) * cols + c + dc
                     index, lanes = moved.setdefault(other // LANES, ([0] * LANES, [0]))
-                    index[l] = other % LANES
-                    lanes[0] |= 1 << l
+                    index[k] = other % LANES
+                    lanes[0] |= 1 << k
                 elif port.startswith("i_") and ((r, c), d, "in") in edge:
                     name = edge[(r, c), d, "in"]
-                    edge_lanes.append((l, {
+                    edge_lanes.append((k, {
                         "valid": f"{name}_tvalid",
                         "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & "
                                    f"{MAX_COLORS - 1}) << {DATA_BITS} | uint64_t("
                                    f"{name}_tuser & 1) << {CTRL_AT})"}[member]))
                 elif port.startswith("o_") and ((r, c), d, "out") in edge:
-                    edge_lanes.append((l, "1"))   # the harness's wrapper: outlets ready
+                    edge_lanes.append((k, "1"))   # the harness's wrapper: outlets ready
             expr = f"(({t}){{}})"
             for source_group, (index, (lanes,)) in sorted(moved.items()):
                 expr = (f"SEL_{t}({lanes:#x}u, {expr}, PERM_{t}(out_{source}[{source_group}], "
                         f"(W){{{', '.join(map(str, index))}}}))")
-            for l, value in edge_lanes:
-                expr = f"SEL_{t}({1 << l:#x}u, {expr}, ({t}){{}} + {value})"
+            for k, value in edge_lanes:
+                expr = f"SEL_{t}({1 << k:#x}u, {expr}, ({t}){{}} + {value})"
             out.append(f"    {sig_name}[{g}] = {expr};")
         return out
 
@@ -157,16 +157,16 @@ def generate(config, module):
         out = []
         for g in range(groups):
             shifted, edge_bits, ones = {}, [], 0
-            for l in range(min(LANES, n_tiles - g * LANES)):
-                r, c = divmod(g * LANES + l, cols)
+            for k in range(min(LANES, n_tiles - g * LANES)):
+                r, c = divmod(g * LANES + k, cols)
                 if 0 <= r + dr < rows and 0 <= c + dc < cols:
                     other = (r + dr) * cols + c + dc
-                    key = (other // LANES, l - other % LANES)
-                    shifted[key] = shifted.get(key, 0) | 1 << l
+                    key = (other // LANES, k - other % LANES)
+                    shifted[key] = shifted.get(key, 0) | 1 << k
                 elif port.startswith("i_") and ((r, c), d, "in") in edge:
-                    edge_bits.append(f"(M({edge[(r, c), d, 'in']}_tvalid & 1) << {l})")
+                    edge_bits.append(f"(M({edge[(r, c), d, 'in']}_tvalid & 1) << {k})")
                 elif port.startswith("o_") and ((r, c), d, "out") in edge:
-                    ones |= 1 << l           # the harness's wrapper: outlets always ready
+                    ones |= 1 << k           # the harness's wrapper: outlets always ready
             terms = []
             for (source_group, shift), bits in sorted(shifted.items()):
                 value = f"out_{source}[{source_group}]"

@@ -148,7 +148,8 @@ class Writer:
             _, size, _, _ = self.tile.memories[node.memory]
             addr = self.value(i["ADDR"], 32)
             word = f"read_words(&{node.memory}[g][0][0], {addr}, {size})"
-            return f"n.{out.name}[g] = {self._enabled(out, i['EN'], self._from_vector(word, out.width))};"
+            read = self._from_vector(word, out.width)
+            return f"n.{out.name}[g] = {self._enabled(out, i['EN'], read)};"
         if kind == "write":
             return (f"wa_{node.name}[g] = {self.value(i['ADDR'], 32)}; "
                     f"wd_{node.name}[g] = {self.value(i['DATA'], node.width, vector=True)}; "

@@ -49,7 +49,8 @@ def test_export_writes_three_files_and_prints_them(exported):
     assert "outlets  m_axis_s0, m_axis_s1" in result.stderr
     assert "_tdata[31:0] _tdest[4:0] _tuser _tvalid _tready (no tlast)" in result.stderr
     assert ("core parameters: n_feat=4, n_tok=4, n_out=3, lanes=2, depth=2, acc_buffers=2, "
-            "psum_depth=8, counter_adders=1, held_copies=1, tag_slots=True, fmt=int16") in result.stderr
+            "psum_depth=8, counter_adders=1, held_copies=1, tag_slots=True, "
+            "fmt=int16") in result.stderr
     assert "NOT waived" not in result.stderr
 
 
