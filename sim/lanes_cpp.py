@@ -64,7 +64,7 @@ class Writer:
         t = _vtype(width)
         bits = 32 if t == "W" else 64
         suffix = "u" if t == "W" else "ull"
-        terms, const, pos, signals = [], 0, 0, False
+        terms, const, pos = [], 0, 0
         k = 0
         while k < len(runs):
             run = runs[k]
@@ -84,7 +84,6 @@ class Writer:
                 if pos < bits:
                     ones = (_mask(copies) << pos) & _mask(bits)
                     terms.append(f"EXPAND_{t}({expr}, {ones:#x}{suffix})")
-                signals = True
                 pos += copies
                 continue
             else:
@@ -101,11 +100,10 @@ class Writer:
                 expr = f"({expr} << {pos})" if pos < bits else None
             if expr is not None:
                 terms.append(expr)
-            signals = True
             pos += n
         total = pos
         const &= _mask(bits)
-        if not signals:
+        if not terms:      # no signal bit within the lane: the constants alone
             expr = f"(({t}){{}} + {const}{suffix})"
         else:
             if const:

@@ -1,8 +1,10 @@
 """The lanes model's C++ for single cells (:mod:`sim.lanes_cpp`) against Yosys's definitions of
 them, written here in Python: random cells of every kind the model knows, widths 1 to 64 around
 the 32- and 64-bit lane boundaries, signed and unsigned, each run on 16 lanes of random values;
-and random operands built of slices, constants and repeated bits. One C++ program a test,
-compiled with and without AVX-512 (the memory helpers' two versions)."""
+and random operands built of slices, constants and repeated bits; multiplexers, flip-flops and
+memories of one bit (the model's masks) and wider, clocked; and the exchanges between tiles of
+meshes of several lane groups. One C++ program a test, compiled with and without AVX-512 (the
+helpers' two versions)."""
 
 import random
 import subprocess
@@ -245,3 +247,385 @@ def test_multiplexers_with_one_bit_and_wide_cases(tmp_path, flags):
                     want = values[f"in_strap_b{k}_{s}", lane]
                     break
             assert got[f"y{k}"][lane] == want, (k, width, n, selects, lane)
+
+
+def random_operand(rng, sources, most=64):
+    """Bits of an operand: slices of the sources (offset 0 or not), constants of one or several
+    bits, one bit repeated."""
+    operand = []
+    for _ in range(rng.randint(1, 4)):
+        pick, source = rng.random(), rng.choice(sources)
+        if pick < 0.2:
+            operand += [rng.choice("01") for _ in range(rng.randint(1, 5))]
+        elif pick < 0.35:
+            operand += [rng.choice(source)] * rng.randint(2, 9)
+        else:
+            i = rng.randrange(len(source))
+            operand += source[i:rng.randint(i + 1, len(source))]
+    return operand[:most]
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_tests_of_any_result_width_on_sliced_operands(tmp_path, flags):
+    """Comparisons, logic and reductions whose result is wider than a bit (0 or 1, zero
+    extended), and every cell with a one-bit result, on operands of slices (bit 0 of a run at
+    an offset inside a wide signal), constants of several bits and repeated bits, one-bit
+    operands included (signed: 1 is -1), signedness mixed."""
+    rng = random.Random(5)
+    net, cases, values, bit_value = Netlist(), [], {}, {}
+    sources = [net.input(f"p{k}", w) for k, w in enumerate([1, 1, 7, 32, 33, 64, 20])]
+    for k, bits in enumerate(sources):
+        for lane in range(LANES):
+            value = rng.choice([0, (1 << len(bits)) - 1, rng.getrandbits(len(bits))])
+            values[f"in_strap_p{k}", lane] = value
+            for i, bit in enumerate(bits):
+                bit_value[bit, lane] = value >> i & 1
+    for k in range(400):
+        kind = rng.choice(BINARY + UNARY)
+        narrow = rng.random() < 0.3
+        a = random_operand(rng, sources, 1 if narrow else 64)
+        b = random_operand(rng, sources, 1 if narrow else 64)
+        if kind in ("$shl", "$shr"):
+            b = b[:5]
+        y_width = rng.choice([1, 1, 2, 5, 32, 33, 64])
+        a_signed = rng.random() < 0.5
+        b_signed = False if kind in ("$shl", "$shr") else (
+            a_signed if rng.random() < 0.7 else rng.random() < 0.5)
+        params = {"A_SIGNED": binary(1, a_signed), "A_WIDTH": binary(32, len(a)),
+                  "Y_WIDTH": binary(32, y_width)}
+        connections = {"A": a, "Y": net.bits(y_width)}
+        if kind in BINARY:
+            params |= {"B_SIGNED": binary(1, b_signed), "B_WIDTH": binary(32, len(b))}
+            connections["B"] = b
+        else:
+            b = []
+        net.cell(f"y{k}", kind, params, connections)
+        cases.append((k, kind, a, a_signed, b, b_signed, y_width))
+    got = run_module(net.module(), values, tmp_path, flags)
+    bad = []
+    for k, kind, a_bits, a_signed, b_bits, b_signed, y_width in cases:
+        for lane in range(LANES):
+            a, b = (sum((int(bit) if isinstance(bit, str) else bit_value[bit, lane]) << i
+                        for i, bit in enumerate(bits)) for bits in (a_bits, b_bits))
+            want = reference(kind, a, len(a_bits), a_signed, b, len(b_bits), b_signed,
+                             y_width) & ((1 << y_width) - 1)
+            if got[f"y{k}"][lane] != want:
+                bad.append(f"{kind} A{len(a_bits)}{'s' if a_signed else 'u'}={a:#x} "
+                           f"B{len(b_bits)}{'s' if b_signed else 'u'}={b:#x} Y{y_width}: "
+                           f"want {want:#x}, got {got[f'y{k}'][lane]:#x}")
+    assert not bad, f"{len(bad)} of {len(cases) * LANES}: " + "; ".join(bad[:5])
+
+
+def run_clocked(module, values, state, tmp_path, flags):
+    """Like :func:`run_module` for registers and memories: ``values[(signal, lane)]`` the
+    inputs, ``state[(register, lane)]`` this cycle's registers (``q<k>``, ``rd<k>_<p>``); one
+    settle and the writes; the registers' next values ``{register: [16]}`` and each memory's
+    words after the writes ``{memory: [[16 lanes] a word]}``."""
+    tile = Tile(module)
+    writer = Writer(tile)
+    types = {s.name: value_type(s.width) for s in tile.signals.values()}
+    regs = [s.name for s in tile.signals.values() if s.kind == "state"]
+    lines = [PRELUDE.replace('#include "verilated.h"', ""), "#include <cstdio>"]
+    lines.append("struct State { " + " ".join(f"{types[r]} {r}[1];" for r in regs)
+                 + " int pad; } s, n;")
+    lines += [f"{types[x.name]} {x.name}[1];" for x in tile.signals.values()
+              if x.kind not in ("comb", "state") or x.stored]
+    for mem, (width, size, _, _) in tile.memories.items():
+        lines.append(f"{'uint32_t' if width <= 32 else 'uint64_t'} {mem}[1][{size}][16];")
+    writes = [x for x in tile.nodes if x.kind == "write"]
+    for x in writes:
+        t = "W" if x.width <= 32 else "D"
+        lines.append(f"W wa_{x.name}[1]; {t} wd_{x.name}[1], we_{x.name}[1];")
+    lines.append("int main() {")
+    for mem, (_, _, words, _) in tile.memories.items():
+        lines += [f"  for (int l = 0; l < 16; ++l) {mem}[0][{a}][l] = {word}ull;"
+                  for a, word in enumerate(words)]
+    lines += ["  " + lane_set(types[name], f"{name}[0]", lane, f"{value}ull")
+              for (name, lane), value in values.items()]
+    lines += ["  " + lane_set(types[name], f"s.{name}[0]", lane, f"{value}ull")
+              for (name, lane), value in state.items()]
+    lines.append("  for (int g = 0; g < 1; ++g) {")
+    lines += ["    " + writer.node(x) for x in ordered(tile.nodes)]
+    lines += [f"    write_words(&{x.memory}[g][0][0], wa_{x.name}[g], "
+              f"{tile.memories[x.memory][1]}, wd_{x.name}[g], we_{x.name}[g]);" for x in writes]
+    lines.append("  }")
+    lines += [f'  for (int l = 0; l < 16; ++l) std::printf("%llu\\n", (unsigned long long)'
+              f"{lane_get(types[r], f'n.{r}[0]', 'l')});" for r in regs]
+    for mem, (_, size, _, _) in tile.memories.items():
+        lines.append(f'  for (int a = 0; a < {size}; ++a) for (int l = 0; l < 16; ++l) '
+                     f'std::printf("%llu\\n", (unsigned long long){mem}[0][a][l]);')
+    lines.append("}")
+    source = tmp_path / "clocked.cpp"
+    source.write_text("\n".join(lines))
+    subprocess.run(["g++", "-std=c++17", "-O0", *flags, "-w", str(source), "-o",
+                    str(tmp_path / "clocked")], check=True)
+    got = iter(int(x) for x in subprocess.run([str(tmp_path / "clocked")], capture_output=True,
+                                              text=True, check=True).stdout.split())
+    regs_out = {r: [next(got) for _ in range(LANES)] for r in regs}
+    mems = {mem: [[next(got) for _ in range(LANES)] for _ in range(size)]
+            for mem, (_, size, _, _) in tile.memories.items()}
+    return regs_out, mems
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_flip_flops_of_one_bit_and_wider(tmp_path, flags):
+    """``$dff``, ``$dffe``, ``$sdff``, ``$sdffe`` (the reset first) and ``$sdffce`` (the reset
+    only while enabled) of one bit (masks) and wider, with either polarity of the enable and
+    the reset, reset values, and D, EN, SRST taken from one-bit inputs, bits inside wider ones
+    or constants."""
+    rng = random.Random(6)
+    net, cases, values, state, bit_value = Netlist(), [], {}, {}, {}
+    sources = [net.input(f"p{k}", w) for k, w in enumerate([1, 1, 40, 64, 9])]
+
+    def one_bit():
+        if rng.random() < 0.1:
+            return rng.choice("01")
+        source = rng.choice(sources)
+        return source[rng.randrange(len(source))]
+
+    for k in range(60):
+        kind, width = rng.choice(["$dff", "$dffe", "$sdff", "$sdffe", "$sdffce"]), \
+            rng.choice([1, 1, 3, 32, 33, 64])
+        d = net.input(f"d{k}", width) if width > 1 or rng.random() < 0.5 else [one_bit()]
+        q = net.bits(width)
+        params = {"WIDTH": binary(32, width), "CLK_POLARITY": "1"}
+        connections = {"CLK": net.bits(1), "D": d, "Q": q}
+        en_pol, srst_pol = rng.random() < 0.5, rng.random() < 0.5
+        srst_value = rng.getrandbits(width)
+        if kind in ("$dffe", "$sdffe", "$sdffce"):
+            params["EN_POLARITY"] = binary(1, en_pol)
+            connections["EN"] = [one_bit()]
+        if kind.startswith("$sdff"):
+            params |= {"SRST_POLARITY": binary(1, srst_pol),
+                       "SRST_VALUE": binary(width, srst_value)}
+            connections["SRST"] = [one_bit()]
+        net.cells[f"f{k}"] = {"type": kind, "parameters": params, "connections": connections}
+        net.ports[f"q{k}"] = {"direction": "output", "bits": q}
+        # the register's signal: q<the cell's index> (the straps are ports, not cells)
+        cases.append((f"q{k}", kind, width, d, connections, en_pol, srst_pol, srst_value))
+        for lane in range(LANES):
+            state[f"q{k}", lane] = rng.getrandbits(width)
+    for name, port in net.ports.items():
+        if name.startswith("strap_"):
+            for lane in range(LANES):
+                value = rng.getrandbits(len(port["bits"]))
+                values[f"in_{name}", lane] = value
+                for i, bit in enumerate(port["bits"]):
+                    bit_value[bit, lane] = value >> i & 1
+
+    def at(bit, lane):
+        return int(bit) if isinstance(bit, str) else bit_value[bit, lane]
+
+    regs, _ = run_clocked(net.module(), values, state, tmp_path, flags)
+    bad = []
+    for q, kind, width, d, connections, en_pol, srst_pol, srst_value in cases:
+        for lane in range(LANES):
+            dv = sum(at(bit, lane) << i for i, bit in enumerate(d))
+            old = state[q, lane]
+            en = "EN" not in connections or at(connections["EN"][0], lane) == en_pol
+            srst = "SRST" in connections and at(connections["SRST"][0], lane) == srst_pol
+            if kind == "$sdffce":
+                want = (srst_value if srst else dv) if en else old
+            else:
+                want = srst_value if srst else dv if en else old
+            if regs[q][lane] != want:
+                bad.append(f"{kind} W{width} EN{int(en_pol)} SRST{int(srst_pol)} lane {lane}: "
+                           f"want {want:#x}, got {regs[q][lane]:#x}")
+    assert len(regs) == len(cases)
+    assert not bad, f"{len(bad)}: " + "; ".join(bad[:5])
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_memories_of_one_bit_and_wider(tmp_path, flags):
+    """Memories of one bit (the read word's bit 0 a mask, the write's data and enable vectors)
+    and wider: a synchronous read port with an enable (kept where it is off), a combinational
+    one (through a ``$dff``), a write port with enables bit by bit, from one-bit inputs and
+    bits inside wider ones."""
+    rng = random.Random(7)
+    net, mems, state = Netlist(), [], {}
+    sources = [net.input(f"p{k}", w) for k, w in enumerate([1, 1, 1, 40, 9])]
+
+    def one_bit():
+        source = rng.choice(sources)
+        return source[rng.randrange(len(source))]
+
+    cell = 0
+    for width in (1, 1, 5, 32, 40):
+        size, abits = 6, 3
+        init = [rng.getrandbits(width) for _ in range(size)]
+        sync_data, comb_data = net.bits(width), net.bits(width)
+        ports = {name: net.input(f"{name}{cell}", abits) for name in ("ra", "ca", "wa")}
+        wd = net.input(f"wd{cell}", width)
+        we = ([one_bit()] * width if rng.random() < 0.5 else [one_bit() for _ in range(width)])
+        ren = one_bit()
+        params = {"MEMID": f"\\\\m{cell}", "WIDTH": binary(32, width), "SIZE": binary(32, size),
+                  "ABITS": binary(32, abits), "OFFSET": binary(32, 0),
+                  "INIT": "".join(binary(width, w) for w in reversed(init)),
+                  "RD_PORTS": binary(32, 2), "WR_PORTS": binary(32, 1),
+                  "RD_CLK_ENABLE": "01", "RD_CLK_POLARITY": "01",
+                  "RD_TRANSPARENCY_MASK": "00", "RD_COLLISION_X_MASK": "00",
+                  "RD_WIDE_CONTINUATION": "00", "RD_CE_OVER_SRST": "00",
+                  "RD_ARST_VALUE": "x" * (2 * width), "RD_SRST_VALUE": "x" * (2 * width),
+                  "RD_INIT_VALUE": "x" * (2 * width),
+                  "WR_CLK_ENABLE": "1", "WR_CLK_POLARITY": "1", "WR_PRIORITY_MASK": "0",
+                  "WR_WIDE_CONTINUATION": "0"}
+        clk = net.bits(1)[0]
+        connections = {"RD_CLK": [clk, "x"], "RD_EN": [ren, "1"], "RD_ARST": ["0", "0"],
+                       "RD_SRST": ["0", "0"], "RD_ADDR": ports["ra"] + ports["ca"],
+                       "RD_DATA": sync_data + comb_data, "WR_CLK": [clk], "WR_EN": we,
+                       "WR_ADDR": ports["wa"], "WR_DATA": wd}
+        net.cells[f"mem{cell}"] = {"type": "$mem_v2", "parameters": params,
+                                   "connections": connections}
+        mem_index = cell
+        q = net.bits(width)
+        net.cells[f"dff{cell}"] = {"type": "$dff", "parameters": {
+            "WIDTH": binary(32, width), "CLK_POLARITY": "1"},
+            "connections": {"CLK": [clk], "D": comb_data, "Q": q}}
+        net.ports[f"q{cell}"] = {"direction": "output", "bits": q}
+        net.ports[f"r{cell}"] = {"direction": "output", "bits": sync_data}
+        mems.append((mem_index, width, init, ren, we))
+        for lane in range(LANES):
+            state[f"rd{mem_index}_0", lane] = rng.getrandbits(width)
+        cell += 2
+    values, bit_value = {}, {}
+    for name, port in net.ports.items():
+        if name.startswith("strap_"):
+            for lane in range(LANES):
+                value = rng.getrandbits(len(port["bits"]))
+                if name[6:8] in ("ra", "ca", "wa"):
+                    value %= 6
+                values[f"in_{name}", lane] = value
+                for i, bit in enumerate(port["bits"]):
+                    bit_value[bit, lane] = value >> i & 1
+    regs, words = run_clocked(net.module(), values, state, tmp_path, flags)
+    bad = []
+    for k, width, init, ren, we in mems:
+        for lane in range(LANES):
+            ra, ca, wa = (values[f"in_strap_{n}{k}", lane] for n in ("ra", "ca", "wa"))
+            sync = init[ra] if bit_value[ren, lane] else state[f"rd{k}_0", lane]
+            enable = sum(bit_value[bit, lane] << i for i, bit in enumerate(we))
+            after = list(init)
+            after[wa] = (init[wa] & ~enable) | (values[f"in_strap_wd{k}", lane] & enable)
+            got = (regs[f"rd{k}_0"][lane], regs[f"q{k + 1}"][lane],
+                   [w[lane] for w in words[f"mem{k}"]])
+            if got != (sync, init[ca], after):
+                bad.append(f"W{width} lane {lane}: want {(sync, init[ca], after)}, got {got}")
+    assert not bad, f"{len(bad)}: " + "; ".join(bad[:3])
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (2, 9), (3, 7), (1, 3)])
+@pytest.mark.parametrize("flags", FLAGS)
+def test_exchanges_between_tiles_across_lane_groups(tmp_path, flags, shape):
+    """The mesh's exchanges (``sim.lanes.generate``): every tile input that a neighbour's
+    output feeds, words (lane permutations from each source group, blended) and one bit
+    (shifted masks), on meshes of more than 16 tiles whose rows cross lane groups, and the edge
+    ports' values; a stand-in tile whose outputs are bits of a strap of its own."""
+    from wse.fabric.config import MeshConfig
+    from wse.fabric.mesh import edge_ports
+    from wse.rtl.wavelet import DATA_BITS
+    from wse.sim.lanes import SHIM, generate
+
+    rows, cols = shape
+    config = MeshConfig(rows, cols, n_feat=8, n_tok=2, n_out=8)
+    net, payload = Netlist(), DATA_BITS + 6
+    ident = net.input("id", 64)
+    for name, width in (("routes", 128), ("cfg_route", 8), ("core", 64)):
+        net.input(name, width)
+    net.ports["rst"] = {"direction": "input", "bits": net.bits(1)}
+    net.ports["clk"] = {"direction": "input", "bits": net.bits(1)}
+    sides = "nesw"
+    for k, side in enumerate(sides):      # what a tile offers: bits of its id
+        for name, bits in ((f"o_{side}__valid", [ident[40 + k]]),
+                           (f"o_{side}__payload", ident[k:k + payload]),
+                           (f"i_{side}__ready", [ident[50 + k]])):
+            net.ports[name] = {"direction": "output", "bits": bits}
+        for name, width in ((f"i_{side}__valid", 1), (f"i_{side}__payload", payload),
+                            (f"o_{side}__ready", 1)):
+            bits = net.bits(width)
+            net.ports[name] = {"direction": "input", "bits": bits}
+            net.ports[f"echo_{name}"] = {"direction": "output", "bits": bits}
+    for name in ("idle", "error", "core_error", "overflow"):
+        net.ports[name] = {"direction": "output", "bits": ["0"]}
+    model, inputs, _ = generate(config, net.module())
+    (tmp_path / "verilated.h").write_text(SHIM)
+    (tmp_path / "model.h").write_text(model)
+    rng = random.Random(8)
+    n_tiles = rows * cols
+    ids = [rng.getrandbits(64) for _ in range(n_tiles)]
+    edge = {name: (rng.getrandbits(32), rng.getrandbits(8), rng.getrandbits(8),
+                   rng.getrandbits(1)) for name in inputs}
+    lines = ['#include "model.h"', "#include <cstdio>", "int main() {",
+             "  static LaneMesh m(nullptr);"]
+    lines += ["  " + lane_set("D", f"m.in_strap_id[{t // LANES}]", t % LANES, f"{v}ull")
+              for t, v in enumerate(ids)]
+    for name, (data, dest, user, valid) in edge.items():
+        lines.append(f"  m.{name}_tdata = {data}u; m.{name}_tdest = {dest}; "
+                     f"m.{name}_tuser = {user}; m.{name}_tvalid = {valid};")
+    lines.append("  m.settle();")
+    watched = [(f"echo_{kind.format(side)}", 1 if "payload" not in kind else payload)
+               for side in sides
+               for kind in ("i_{}__valid", "i_{}__payload", "o_{}__ready")]
+    for name, width in watched:
+        t = value_type(width)
+        lines.append(f"  for (int l = 0; l < TILES; ++l) std::printf(\"%llu\\n\", "
+                     f"(unsigned long long){lane_get(t, f'm.out_{name}[l / 16]', '(l % 16)')});")
+    lines.append("}")
+    (tmp_path / "mesh.cpp").write_text("\n".join(lines))
+    subprocess.run(["g++", "-std=c++17", "-O0", *flags, "-w", f"-I{tmp_path}",
+                    str(tmp_path / "mesh.cpp"), "-o", str(tmp_path / "mesh")], check=True)
+    out = iter(int(x) for x in subprocess.run([str(tmp_path / "mesh")], capture_output=True,
+                                              text=True, check=True).stdout.split())
+    got = {name: [next(out) for _ in range(n_tiles)] for name, _ in watched}
+    steps = {"n": (-1, 0), "e": (0, 1), "s": (1, 0), "w": (0, -1)}
+    ports = {((r, c), d.name.lower(), way): name
+             for name, way, (r, c), d in edge_ports(config)}
+    bad = []
+    for t in range(n_tiles):
+        r, c = divmod(t, cols)
+        for k, side in enumerate(sides):
+            far = "nesw"[(k + 2) % 4]
+            dr, dc = steps[side]
+            if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                other = ids[(r + dr) * cols + c + dc]
+                want = (other >> (40 + "nesw".index(far)) & 1,
+                        other >> "nesw".index(far) & ((1 << payload) - 1),
+                        other >> (50 + "nesw".index(far)) & 1)
+            else:
+                want = [0, 0, 0]
+                if ((r, c), side, "in") in ports:
+                    data, dest, user, valid = edge[ports[(r, c), side, "in"]]
+                    want[0], want[1] = valid, data | (dest & 31) << DATA_BITS | (
+                        user & 1) << (DATA_BITS + 5)
+                if ((r, c), side, "out") in ports:
+                    want[2] = 1
+                want = tuple(want)
+            have = tuple(got[f"echo_{kind.format(side)}"][t]
+                         for kind in ("i_{}__valid", "i_{}__payload", "o_{}__ready"))
+            if have != want:
+                bad.append(f"tile {t} ({r}, {c}) side {side}: want {want}, got {have}")
+    assert not bad, f"{len(bad)}: " + "; ".join(bad[:4])
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_operands_whose_signals_are_all_truncated_away(tmp_path, flags):
+    """An operand whose only signal bits lie above a 32-bit lane (constants below them),
+    truncated to a result of at most 32 bits that keeps none of them: the constants alone.
+    (``Writer.value`` emitted ``()`` here: no term, yet ``signals`` set.)"""
+    rng = random.Random(9)
+    net, cases, values = Netlist(), [], {}
+    one, wide = net.input("one", 1), net.input("wide", 9)
+    for lane in range(LANES):
+        values["in_strap_one", lane] = rng.getrandbits(1)
+        values["in_strap_wide", lane] = rng.getrandbits(9)
+    for k, (low, y_width, bit) in enumerate([(32, 32, one[0]), (32, 32, wide[3]),
+                                             (40, 20, one[0]), (63, 1, wide[0])]):
+        const = rng.getrandbits(low) | 1
+        for c, value in enumerate((0, const)):
+            a = [str(value >> i & 1) for i in range(low)] + [bit]
+            net.cell(f"y{k}_{c}", "$pos", {"A_SIGNED": "0", "A_WIDTH": binary(32, len(a)),
+                                           "Y_WIDTH": binary(32, y_width)},
+                     {"A": a, "Y": net.bits(y_width)})
+            cases.append((f"y{k}_{c}", value & ((1 << y_width) - 1)))
+    got = run_module(net.module(), values, tmp_path, flags)
+    for name, want in cases:
+        assert got[name] == [want] * LANES, name
