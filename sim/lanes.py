@@ -115,66 +115,64 @@ def generate(config, module):
     lines.append("  }")
 
     # the exchanges: where each tile input comes from, lane by lane
+    def sources(g, port, d):
+        """Where each lane of group ``g`` takes tile input ``port`` from: ``(lane, "tile",
+        neighbour's lane)``, ``(lane, "edge", port name)`` or ``(lane, "outlet", None)`` (the
+        harness's wrapper: outlets always ready); lanes fed by nothing are left out (0)."""
+        dr, dc = _STEPS[d]
+        for k in range(min(LANES, n_tiles - g * LANES)):
+            r, c = divmod(g * LANES + k, cols)
+            if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                yield k, "tile", (r + dr) * cols + c + dc
+            elif port.startswith("i_") and ((r, c), d, "in") in edge:
+                yield k, "edge", edge[(r, c), d, "in"]
+            elif port.startswith("o_") and ((r, c), d, "out") in edge:
+                yield k, "outlet", None
+
     def exchange(sig_name):
+        """A tile input's value in every lane: its neighbours' output, or an edge's."""
         port = sig_name[3:]
         d, source = exchange_source(port)
-        member = port.split("__")[1]
-        if tile.signals[sig_name].width == 1:
-            return exchange_mask(sig_name, port, d, source)
         t = _type(tile.signals[sig_name].width)
-        dr, dc = _STEPS[d]
         out = []
-        for g in range(groups):      # lanes moved from each source group, then edge values
-            moved, edge_lanes = {}, []
-            for k in range(min(LANES, n_tiles - g * LANES)):
-                r, c = divmod(g * LANES + k, cols)
-                if 0 <= r + dr < rows and 0 <= c + dc < cols:
-                    other = (r + dr) * cols + c + dc
-                    index, lanes = moved.setdefault(other // LANES, ([0] * LANES, [0]))
-                    index[k] = other % LANES
+        for g in range(groups):
+            if t == "M":       # one bit: shifted masks of each source group, and edge bits
+                shifted, edges, terms = {}, [], []
+                for k, kind, at in sources(g, port, d):
+                    if kind == "tile":
+                        key = (at // LANES, k - at % LANES)
+                        shifted[key] = shifted.get(key, 0) | 1 << k
+                    else:
+                        edges.append(f"(M({at}_tvalid & 1) << {k})" if kind == "edge"
+                                     else f"{1 << k:#x}u")
+                for (source_group, shift), bits in sorted(shifted.items()):
+                    value = f"out_{source}[{source_group}]"
+                    if shift:
+                        value = f"({value} {'<<' if shift > 0 else '>>'} {abs(shift)})"
+                    terms.append(f"({value} & {bits:#x}u)")
+                terms += edges
+                out.append(f"    {sig_name}[{g}] = {' | '.join(terms) or '0u'};")
+                continue
+            # words: each source group's lanes permuted into place, then the edge's words
+            moved, expr = {}, f"(({t}){{}})"
+            for k, kind, at in sources(g, port, d):
+                if kind == "tile":
+                    index, lanes = moved.setdefault(at // LANES, ([0] * LANES, [0]))
+                    index[k] = at % LANES
                     lanes[0] |= 1 << k
-                elif port.startswith("i_") and ((r, c), d, "in") in edge:
-                    name = edge[(r, c), d, "in"]
-                    edge_lanes.append((k, {
-                        "valid": f"{name}_tvalid",
-                        "payload": f"(uint64_t({name}_tdata) | uint64_t({name}_tdest & "
-                                   f"{MAX_COLORS - 1}) << {DATA_BITS} | uint64_t("
-                                   f"{name}_tuser & 1) << {CTRL_AT})"}[member]))
-                elif port.startswith("o_") and ((r, c), d, "out") in edge:
-                    edge_lanes.append((k, "1"))   # the harness's wrapper: outlets ready
-            expr = f"(({t}){{}})"
             for source_group, (index, (lanes,)) in sorted(moved.items()):
                 expr = (f"SEL_{t}({lanes:#x}u, {expr}, PERM_{t}(out_{source}[{source_group}], "
                         f"(W){{{', '.join(map(str, index))}}}))")
-            for k, value in edge_lanes:
+            for k, kind, at in sources(g, port, d):
+                if kind == "edge":           # only the payload is a word
+                    value = (f"(uint64_t({at}_tdata) | uint64_t({at}_tdest & {MAX_COLORS - 1}) "
+                             f"<< {DATA_BITS} | uint64_t({at}_tuser & 1) << {CTRL_AT})")
+                elif kind == "outlet":
+                    value = "1"
+                else:
+                    continue
                 expr = f"SEL_{t}({1 << k:#x}u, {expr}, ({t}){{}} + {value})"
             out.append(f"    {sig_name}[{g}] = {expr};")
-        return out
-
-    def exchange_mask(sig_name, port, d, source):
-        """A one-bit exchange: each group's mask from shifted neighbour masks and edge bits."""
-        dr, dc = _STEPS[d]
-        out = []
-        for g in range(groups):
-            shifted, edge_bits, ones = {}, [], 0
-            for k in range(min(LANES, n_tiles - g * LANES)):
-                r, c = divmod(g * LANES + k, cols)
-                if 0 <= r + dr < rows and 0 <= c + dc < cols:
-                    other = (r + dr) * cols + c + dc
-                    key = (other // LANES, k - other % LANES)
-                    shifted[key] = shifted.get(key, 0) | 1 << k
-                elif port.startswith("i_") and ((r, c), d, "in") in edge:
-                    edge_bits.append(f"(M({edge[(r, c), d, 'in']}_tvalid & 1) << {k})")
-                elif port.startswith("o_") and ((r, c), d, "out") in edge:
-                    ones |= 1 << k           # the harness's wrapper: outlets always ready
-            terms = []
-            for (source_group, shift), bits in sorted(shifted.items()):
-                value = f"out_{source}[{source_group}]"
-                if shift:
-                    value = f"({value} {'<<' if shift > 0 else '>>'} {abs(shift)})"
-                terms.append(f"({value} & {bits:#x}u)")
-            terms += edge_bits + ([f"{ones:#x}u"] if ones else [])
-            out.append(f"    {sig_name}[{g}] = {' | '.join(terms) or '0u'};")
         return out
 
     phases = max(n.phase for n in tile.nodes) + 1
@@ -197,6 +195,7 @@ def generate(config, module):
                                     f"(l % {LANES})") for p in parts)
         lines.append(f"    {{ CData v = {start}; for (int l = 0; l < TILES; ++l) v = v {op} "
                      f"CData(({terms}) & 1); {flag} = v; }}")
+
     def at(member, lane):
         return lane_get(_type(tile.signals[f"out_{member}"].width), f"out_{member}"
                         f"[{lane // LANES}]", lane % LANES)

@@ -86,16 +86,15 @@ class Writer:
                     terms.append(f"EXPAND_{t}({expr}, {ones:#x}{suffix})")
                 pos += copies
                 continue
-            else:
-                if offset:
-                    expr = f"({expr} >> {offset})"
-                if _vtype(sig.width) != t:
-                    expr = f"TO_{t}({expr})"
-                if offset + n < sig.width or sig.width > bits:
-                    expr = f"({expr} & {_mask(min(n, bits))}{suffix})"
-                if copies > 1:
-                    expr = f"((({t}){{}} - {expr}) & {_mask(min(copies, bits))}{suffix})"
-                    n = copies
+            if offset:
+                expr = f"({expr} >> {offset})"
+            if _vtype(sig.width) != t:
+                expr = f"TO_{t}({expr})"
+            if offset + n < sig.width or sig.width > bits:
+                expr = f"({expr} & {_mask(min(n, bits))}{suffix})"
+            if copies > 1:
+                expr = f"((({t}){{}} - {expr}) & {_mask(min(copies, bits))}{suffix})"
+                n = copies
             if pos:
                 expr = f"({expr} << {pos})" if pos < bits else None
             if expr is not None:
