@@ -6,15 +6,6 @@ from wse.sim.router_run import run_router_tests
 
 
 @pytest.mark.xdist_group("verilator")
-def test_hung_simulation_is_killed_and_reported():
-    result = run_router_tests(sim="verilator", module="wse.tb.selftest", testcase="hang",
-                              timeout=15)
-    assert not result.passed
-    message = result.failures["simulation"]
-    assert message.startswith("killed after 15 s of wall-clock time"), message
-
-
-@pytest.mark.xdist_group("verilator")
 def test_a_timeout_kills_only_its_own_simulator():
     """Two simulations in one process (two Systems, say): the one that times out is killed, the
     other keeps running until its own deadline."""
@@ -31,7 +22,8 @@ def test_a_timeout_kills_only_its_own_simulator():
     long.start()
     short.start()
     short.join()
-    assert results[1].failures["simulation"].startswith("killed after 8 s")
+    assert not results[1].passed
+    assert results[1].failures["simulation"].startswith("killed after 8 s of wall-clock time")
     assert long.is_alive(), "the other simulator was killed too"
     long.join()
     assert results[2].failures["simulation"].startswith("killed after 20 s")
