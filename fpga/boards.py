@@ -30,8 +30,9 @@ class Board:
         ``"ice40"`` or ``"ecp5"`` (picks the PLL and how reports are read).
     target_mhz : float
         The mesh's clock (a PLL makes it from the board's oscillator when they differ). The
-        defaults are the oscillators: the meshes reach neither 24 MHz on the UP5K nor 100 MHz
-        on the ECP5 yet (``docs/fpga.md``); ``wse build --clock`` asks for more.
+        defaults are the oscillators: the iCEBreaker's 1x1 reaches 24 MHz with little margin,
+        the ULX3S's 4x4 46 to 52 MHz over the seeds (``docs/fpga.md``);
+        ``wse build --clock`` asks for more.
     default_mesh : (int, int)
         ``make bitstream``'s mesh for this board.
     config : dict
@@ -105,14 +106,22 @@ BOARDS = {
         # ABC9 without the PFU multiplexers (wide LUTs): 5.7 % fewer LUT4s on the 4x4, and its
         # fmax at seed 1 35.9 MHz against 34.2 (docs/fpga.md).
         synth_opts="-nowidelut",
-        nextpnr_opts="--router router2",
+        # nextpnr's analytic placer weighting timing 8 times its default, with criticalities
+        # sharpened (exponent 6 for 2) and timing-driven rip-up: the same 4x4 netlist placed
+        # and routed at 51.1 MHz where the defaults gave 34.7 (docs/fpga.md).
+        nextpnr_opts=("--router router2 --placer-heap-timingweight 80 --placer-heap-critexp 6 "
+                      "--tmg-ripup"),
         # The simulators' cores (MeshConfig's defaults) but 4 accumulator buffers, not 8: the
         # buffers are LUT RAM behind a multiplexer, and 4 of them save about 400 LUT4 a tile.
         # Timing only (a row runs at most 3 outputs ahead of a slower neighbour, not 7): results
         # never depend on it, cycle counts on the board may differ from the simulations'.
         # Two copies of the command FIFO's held parts: with one, Yosys merges the two reads that
         # load the head into one port behind the dispatcher's late take (docs/fpga.md).
-        config=dict(acc_buffers=4, held_copies=2),
+        # Router queues 2 deep (as the peers were compared) with the tags beside the wavelets
+        # (``tag_slots=False``: 15 LUT-RAM cells fewer a router, and the 4x4 takes nearly all
+        # the device's LUT-RAM places): the same cycles as 4 deep in the GEMMs measured, about
+        # 100 LUT4 fewer a tile (docs/fpga.md).
+        config=dict(acc_buffers=4, held_copies=2, depth=2, tag_slots=False),
         reset_button=("button_fire", 0),
         leds={"heartbeat": ("led", 0), "error": ("led", 1), "busy": ("led", 2)},
         env={"OPENFPGALOADER": "true"},

@@ -151,8 +151,9 @@ def test_meshes_of_several_tiles_keep_the_tile_module(mesh, keep_tiles, kept, tm
 
 def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatch):
     """The ULX3S's default is the 4x4, every tile flattened into the top (sixteen kept tile
-    modules do not fit the ECP5-85F), routed by nextpnr's router2; ``keep_tiles=True`` keeps
-    the tile module again. Scripts are read where the tools would start."""
+    modules do not fit the ECP5-85F), placed with timing weighted up and routed by nextpnr's
+    router2; ``keep_tiles=True`` keeps the tile module again. Scripts are read where the tools
+    would start."""
     import wse.fpga.build as fpga_build
 
     def stop(script, cwd, *args):
@@ -166,6 +167,7 @@ def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatc
     assert (tmp_path / "ulx3s-85f-4x4").is_dir()
     assert "keep_hierarchy" not in synth
     assert "--router router2" in tools and "--seed 1" in tools
+    assert "--placer-heap-timingweight 80 --placer-heap-critexp 6 --tmg-ripup" in tools
     with pytest.raises(_Stop) as stopped:
         build("ulx3s-85f", (1, 2), out=tmp_path, keep_tiles=True)
     assert "setattr -mod -set keep_hierarchy 1 wse_tile" in stopped.value.args[0]
