@@ -31,7 +31,7 @@ class Board:
     target_mhz : float
         The mesh's clock (a PLL makes it from the board's oscillator when they differ). The
         defaults are the oscillators: the iCEBreaker's 1x1 reaches 24 MHz with little margin,
-        the ULX3S's 4x4 46 to 52 MHz over the seeds (``docs/fpga.md``);
+        the ULX3S's 4x4 52 to 54 MHz over seeds 1 to 3 (``docs/fpga.md``);
         ``wse build --clock`` asks for more.
     default_mesh : (int, int)
         ``make bitstream``'s mesh for this board.
@@ -106,10 +106,11 @@ BOARDS = {
         # ABC9 without the PFU multiplexers (wide LUTs): 5.7 % fewer LUT4s on the 4x4, and its
         # fmax at seed 1 35.9 MHz against 34.2 (docs/fpga.md).
         synth_opts="-nowidelut",
-        # nextpnr's analytic placer weighting timing 8 times its default, with criticalities
-        # sharpened (exponent 6 for 2) and timing-driven rip-up: the same 4x4 netlist placed
-        # and routed at 51.1 MHz where the defaults gave 34.7 (docs/fpga.md).
-        nextpnr_opts=("--router router2 --placer-heap-timingweight 80 --placer-heap-critexp 6 "
+        # nextpnr's analytic placer weighting timing 16 times its default, with criticalities
+        # sharpened (exponent 8 for 2) and timing-driven rip-up: the 4x4 at 53.84 / 51.99 /
+        # 53.00 MHz over seeds 1-3 where the defaults placed each tile over half the device
+        # (34.7 MHz; docs/fpga.md).
+        nextpnr_opts=("--router router2 --placer-heap-timingweight 160 --placer-heap-critexp 8 "
                       "--tmg-ripup"),
         # The simulators' cores (MeshConfig's defaults) but 4 accumulator buffers, not 8: the
         # buffers are LUT RAM behind a multiplexer, and 4 of them save about 400 LUT4 a tile.

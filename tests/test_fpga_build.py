@@ -167,7 +167,7 @@ def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatc
     assert (tmp_path / "ulx3s-85f-4x4").is_dir()
     assert "keep_hierarchy" not in synth
     assert "--router router2" in tools and "--seed 1" in tools
-    assert "--placer-heap-timingweight 80 --placer-heap-critexp 6 --tmg-ripup" in tools
+    assert "--placer-heap-timingweight 160 --placer-heap-critexp 8 --tmg-ripup" in tools
     with pytest.raises(_Stop) as stopped:
         build("ulx3s-85f", (1, 2), out=tmp_path, keep_tiles=True)
     assert "setattr -mod -set keep_hierarchy 1 wse_tile" in stopped.value.args[0]
