@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wse.fabric.mesh import TILE_MODULE, Mesh
 
-from .build import tool_environment
+from .build import BuildError, tool_environment
 from .report import CELLS
 
 __all__ = ["tile_breakdown"]
@@ -44,8 +44,12 @@ def tile_breakdown(config, family, out, synth_opts=""):
         "opt_clean -purge\n"
         f"{synth} -run map_luts:\n"
         "tee -q -o breakdown.json stat -json\n")
-    subprocess.run([env["YOSYS"], "-q", "-l", "breakdown.log", "breakdown.ys"], cwd=out,
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run([env["YOSYS"], "-q", "-l", "breakdown.log", "breakdown.ys"], cwd=out,
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise BuildError(f"Yosys failed on the tile's breakdown ({last}; log: "
+                         f"{out / 'breakdown.log'})")
     stat = json.loads((out / "breakdown.json").read_text())
     kinds = CELLS[family]
     result = {}
@@ -61,12 +65,16 @@ def tile_breakdown(config, family, out, synth_opts=""):
 if __name__ == "__main__":
     import sys
 
+    from wse.fabric.config import parse_mesh
     from wse.fpga.boards import board, mesh_config
 
-    b = board(sys.argv[1] if len(sys.argv) > 1 else "icebreaker")
-    rows, cols = (int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "1x1").split("x"))
-    figures = tile_breakdown(mesh_config(b, rows, cols), b.family, synth_opts=b.synth_opts,
-                             out=Path("build/fpga/breakdown") / f"{b.name}-{rows}x{cols}")
+    try:
+        b = board(sys.argv[1] if len(sys.argv) > 1 else "icebreaker")
+        rows, cols = parse_mesh(sys.argv[2] if len(sys.argv) > 2 else "1x1")
+        figures = tile_breakdown(mesh_config(b, rows, cols), b.family, synth_opts=b.synth_opts,
+                                 out=Path("build/fpga/breakdown") / f"{b.name}-{rows}x{cols}")
+    except (ValueError, BuildError) as error:
+        sys.exit(f"breakdown: {error}")
     for module, f in sorted(figures.items(), key=lambda kv: -kv[1]["luts"]):
         print(f"{f['luts']:7d} LUT {f['lutram']:4d} LUT-RAM {f['ffs']:6d} FF {f['brams']:3d} BRAM "
               f"{f['dsps']:2d} DSP  {module}")

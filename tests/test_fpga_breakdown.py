@@ -22,3 +22,15 @@ def test_breakdown_names_every_block_of_a_tile(tmp_path):
     assert sum(f["dsps"] for f in figures.values()) == 1
     for f in figures.values():
         assert f["luts"] >= 4 * f["lutram"]
+
+
+def test_a_failing_yosys_is_a_build_error_naming_its_log(tmp_path, monkeypatch):
+    import pytest
+
+    from wse.fpga import breakdown
+    from wse.fpga.build import BuildError
+
+    monkeypatch.setattr(breakdown, "tool_environment",
+                        lambda: {"YOSYS": "false", "PATH": "/usr/bin:/bin"})
+    with pytest.raises(BuildError, match="Yosys failed on the tile's breakdown .*breakdown.log"):
+        tile_breakdown(MeshConfig(1, 1), "ecp5", tmp_path)
