@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field, fields
 
 from wse.rtl.core_params import CoreParams
+from wse.rtl.crossbar import MUXES
 from wse.rtl.numfmt import BFloat16, FixedPoint, number_format
 from wse.rtl.validate import count
 
@@ -44,6 +45,10 @@ class MeshConfig:
     ``tag_slots`` is the routers' (:class:`~rtl.router.Router`): with 2-deep queues, each queue
     slot's tags in a memory of its own (the same cycles; a shorter path where memories are LUT
     RAM, False on the iCEBreaker, whose are flip-flops).
+    ``crossbar`` is how the routers' crossbars are built (:class:`~rtl.crossbar.Crossbar`
+    ``mux``): ``"and_or"`` for any device and the simulators, ``"pfumx"`` for the ECP5 alone
+    (each 4:1 multiplexer ends in the slice's ``PFUMX`` primitive: two LUT4s a bit instead of
+    three, the same cycles; the ULX3S's choice, ``docs/fpga.md``).
     ``reply_colors`` is the color plan's (``None``: as many as fit, ``min(rows, 18)``; fewer
     make rows share them on a small mesh as they do on a large one).
     """
@@ -61,6 +66,7 @@ class MeshConfig:
     counter_adders: int = 1
     held_copies: int = 1
     tag_slots: bool = True
+    crossbar: str = "and_or"
     reply_colors: int | None = None
 
     def __post_init__(self):
@@ -73,6 +79,9 @@ class MeshConfig:
                 raise ValueError(f"{name} must be 1 or 2, not {value!r}")
         if type(self.tag_slots) is not bool:
             raise ValueError(f"tag_slots must be True or False, not {self.tag_slots!r}")
+        if self.crossbar not in MUXES:
+            raise ValueError(f"crossbar must be one of {', '.join(MUXES)}, "
+                             f"not {self.crossbar!r}")
         object.__setattr__(self, "plan", ColorPlan(self.rows, self.cols, edges=self.edges,
                                                    reply_colors=self.reply_colors))
         self.core(0, 0)      # validates the core parameters

@@ -99,7 +99,7 @@ class Mesh(wiring.Component):
                     psum_depth=self.config.psum_depth,
                     counter_adders=self.config.counter_adders,
                     held_copies=self.config.held_copies, tag_slots=self.config.tag_slots,
-                    skids=skid_ports(self.config, r, c))
+                    crossbar=self.config.crossbar, skids=skid_ports(self.config, r, c))
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
@@ -174,7 +174,7 @@ def _strapped_tile(config):
     return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
                 depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth,
                 counter_adders=config.counter_adders, held_copies=config.held_copies,
-                tag_slots=config.tag_slots, skids=skid_ports(config))
+                tag_slots=config.tag_slots, crossbar=config.crossbar, skids=skid_ports(config))
 
 
 @cache

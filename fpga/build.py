@@ -30,12 +30,41 @@ from .boards import mesh_config
 from .report import fit_error, read_reports
 from .top import BoardTop
 
-__all__ = ["BuildError", "build", "run_script", "tool_environment", "DEFAULT_OUT"]
+__all__ = ["BuildError", "build", "after_synth", "run_script", "tool_environment", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("build") / "fpga"
 
 #: The platform's bitstream file, per family.
 _BITSTREAM = {"ice40": "top.bin", "ecp5": "top.bit"}
+
+
+#: A techmap for the ECP5: a ``PFUMX`` (the slice multiplexer a ``crossbar="pfumx"`` router
+#: instantiates) with a constant input becomes the LUT4 it is logically (``Z = C0 ? ALUT :
+#: BLUT``). Constants reach a crossbar at a mesh's edges, where a flattened tile's unused inputs
+#: fold to zero, and nextpnr 0.10's packer stops on such a PFUMX ("INTERNAL CHECK FAILED" on
+#: ``$PACKER_GND``); Yosys cannot fold through the primitive itself. Every other PFUMX stays.
+PFUMX_CONSTANTS = """\
+(* techmap_celltype = "PFUMX" *)
+module _wse_pfumx_constants (input ALUT, BLUT, C0, output Z);
+    parameter _TECHMAP_CONSTMSK_ALUT_ = 1'b0;
+    parameter _TECHMAP_CONSTMSK_BLUT_ = 1'b0;
+    parameter _TECHMAP_CONSTMSK_C0_ = 1'b0;
+    wire _TECHMAP_FAIL_ = !(_TECHMAP_CONSTMSK_ALUT_ || _TECHMAP_CONSTMSK_BLUT_ ||
+                            _TECHMAP_CONSTMSK_C0_);
+    LUT4 #(.INIT(16'hCACA)) _TECHMAP_REPLACE_ (.A(BLUT), .B(ALUT), .C(C0), .D(1'b0), .Z(Z));
+endmodule
+"""
+
+
+def after_synth(family):
+    """``(files, script)``: the files (``{name: text}``) and the Yosys commands a ``family``
+    build runs after synthesis and before it writes the netlist (:data:`PFUMX_CONSTANTS` on
+    the ECP5; nothing on the iCE40)."""
+    if family != "ecp5":
+        return {}, ""
+    # a name Amaranth's platform does not read as a source (it reads .v, .sv, .il)
+    name = "pfumx_constants.techmap"
+    return {name: PFUMX_CONSTANTS}, f"techmap -map {name}; opt_lut; opt_clean"
 
 
 class BuildError(RuntimeError):
@@ -102,7 +131,8 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     platform = board.platform()
     top = BoardTop(board, config, clk_hz=clk_hz)
     files = top.verilog_files()
-    for filename, text in files.items():
+    fixups, fixup_script = after_synth(board.family)
+    for filename, text in {**files, **fixups}.items():
         platform.add_file(filename, text)
     if keep_tiles is None:
         keep_tiles = rows * cols > 1 and board.keep_tiles
@@ -112,7 +142,8 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     plan = platform.build(
         top, name="top", build_dir=str(build_dir), do_build=False,
         synth_opts=board.synth_opts, **hierarchy,
-        script_after_synth="tee -q -o stat.json stat -json",
+        script_after_synth="\n".join(filter(None, (fixup_script,
+                                                     "tee -q -o stat.json stat -json"))),
         nextpnr_opts=" ".join(filter(None, (board.nextpnr_opts, "--report report.json",
                                             f"--timing-allow-fail --seed {int(seed)}"))))
     plan.extract(str(build_dir))

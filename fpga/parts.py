@@ -13,7 +13,8 @@ without I/O cells (the clock's one pad aside). Everything a build writes stays i
 The parts:
 
 - ``router``: :class:`~rtl.router.Router` with :data:`ROUTER_PARAMS` (24 colors, 2 queues,
-  2 deep: the shape the peers were measured in), top module :data:`ROUTER_MODULE`;
+  2 deep: the shape the peers were measured in) and the crossbar of the board that carries the
+  device (the ECP5's ends in its ``PFUMX`` primitives), top module :data:`ROUTER_MODULE`;
 - ``tile``: the mesh's shared tile module :data:`~fabric.mesh.TILE_MODULE` (routes, colors and
   row are straps, i.e. inputs) with the core of the board that carries the device
   (:data:`DEVICES`), as a mesh build instantiates it.
@@ -33,7 +34,7 @@ from wse.rtl.router import Router
 
 from .boards import board as find_board
 from .boards import mesh_config
-from .build import DEFAULT_OUT, BuildError, run_script, tool_environment
+from .build import DEFAULT_OUT, BuildError, after_synth, run_script, tool_environment
 from .report import cell_counts, fit_error, nextpnr_report
 
 __all__ = ["DEFAULT_SEEDS", "DEVICES", "Device", "FREQ_MHZ", "PARTS", "ROUTER_MODULE",
@@ -126,7 +127,8 @@ def part_verilog(part, device, mesh=None, params=None):
     if part == "router":
         if mesh is not None:
             raise ValueError("mesh applies to the tile only, not the router")
-        params = {**ROUTER_PARAMS, **params}
+        crossbar = find_board(dev.board).config.get("crossbar", "and_or")
+        params = {**ROUTER_PARAMS, "crossbar": crossbar, **params}
         text = verilog.convert(Router(**params), name=ROUTER_MODULE, emit_src=False)
         return ROUTER_MODULE, text, params
     config = mesh_config(find_board(dev.board), *(mesh or (None, None)), **params)
@@ -201,11 +203,16 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     where = f"{part} on {device}"
 
     (build_dir / f"{top}.v").write_text(text)
+    fixups, fixup_script = after_synth(dev.family)
+    for name, fixup in fixups.items():
+        (build_dir / name).write_text(fixup)
     unport = "" if dev.out_of_context else \
         f"delete -port {top}/x:* {top}/w:clk %d\nwrite_json {top}.json\n"
     (build_dir / "synth.ys").write_text(
         f"read_verilog {top}.v\n"
-        f"{dev.synth} -top {top} -json {top}.json\n"
+        f"{dev.synth} -top {top}\n"
+        + (f"{fixup_script}\n" if fixup_script else "")
+        + f"write_json {top}.json\n"
         "tee -q -o stat.json stat -json\n" + unport)
     if _run([env["YOSYS"], "-q", "-l", "synth.log", "synth.ys"], build_dir, env, "synth",
             deadline):

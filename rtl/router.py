@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .allocator import SwitchAllocator
-from .crossbar import Crossbar
+from .crossbar import MUXES, Crossbar
 from .isa import RouteStrap, route_straps_layout
 from .route_state import RouteState
 from .route_table import Position, RouteTable
@@ -89,6 +89,11 @@ class Router(wiring.Component):
         multiplexer on the queue memory's address: the same cycles, a faster loop where
         memories are LUT RAM (the ECP5); on the iCE40, whose memories are flip-flops, it only
         costs (``docs/fpga.md``). Deeper queues keep the tags beside the wavelets.
+    crossbar : str
+        How the crossbar's multiplexers are built (:class:`~rtl.crossbar.Crossbar` ``mux``):
+        ``"and_or"`` for any device, or ``"pfumx"`` (the ECP5 only, with ``u_turns=False``:
+        each output's 4:1 multiplexer ends in the slice's ``PFUMX`` primitive, two LUT4s a
+        bit instead of three; the same cycles, ``docs/fpga.md``).
     straps : bool
         Take the initial routes, configuration route and queue map from input ports (see
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
@@ -131,7 +136,7 @@ class Router(wiring.Component):
     def __init__(self, *, n_colors=24, routes=None, n_queues=2, queue_map=None, depth=4,
                  cfg_color=31, cfg_route=Position(rx="NESWR", tx=""), counter_width=16,
                  ramp_rotates=False, straps=False, ramp_accept=False, u_turns=True,
-                 tag_slots=True):
+                 tag_slots=True, crossbar="and_or"):
         n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         if cfg_color is not None:
             cfg_color = integer("cfg_color", cfg_color)
@@ -178,6 +183,11 @@ class Router(wiring.Component):
         self.has_ramp_accept = bool(ramp_accept)
         self.u_turns = bool(u_turns)
         self.tag_slots = bool(tag_slots)
+        if crossbar not in MUXES:
+            raise ValueError(f"crossbar must be one of {', '.join(MUXES)}, not {crossbar!r}")
+        if crossbar == "pfumx" and self.u_turns:
+            raise ValueError("crossbar='pfumx' builds 4-input outputs: it needs u_turns=False")
+        self.crossbar = crossbar
         if self.straps and any(True for _ in self.routes):
             raise ValueError("a strapped router takes its routes from route_init, not routes")
         self.queue_bits = max(1, (n_queues - 1).bit_length())
@@ -206,7 +216,8 @@ class Router(wiring.Component):
                 "depth": self.depth, "cfg_color": self.cfg_color,
                 "cfg_route": [self.cfg_route.rx, self.cfg_route.tx],
                 "counter_width": self.counter_width, "ramp_rotates": self.ramp_rotates,
-                "u_turns": self.u_turns, "tag_slots": self.tag_slots}
+                "u_turns": self.u_turns, "tag_slots": self.tag_slots,
+                "crossbar": self.crossbar}
 
     @classmethod
     def from_params(cls, params):
@@ -275,7 +286,8 @@ class Router(wiring.Component):
         # Allocation and crossbar.
         pairs = {(i.value, o.value) for i in ports for o in ports if self.u_turns or i != o}
         alloc = m.submodules.allocator = SwitchAllocator(len(ports), pairs=pairs)
-        xbar = m.submodules.crossbar = Crossbar(Wavelet, len(ports), len(ports), pairs=pairs)
+        xbar = m.submodules.crossbar = Crossbar(Wavelet, len(ports), len(ports), pairs=pairs,
+                                                     mux=self.crossbar)
         for inp, port in zip(inputs, ports):
             request = inp.request
             if self.has_ramp_accept:

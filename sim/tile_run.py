@@ -7,6 +7,7 @@ from wse.rtl.route_table import RouteTable
 from wse.rtl.tile import Tile
 
 from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
+from .gate_level import cell_model
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "tile_routes", "run_tile_tests"]
 
@@ -25,15 +26,24 @@ def tile_routes(core):
 
 
 def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1, waves=False,
-                   extra_env=None, timeout=DEFAULT_TIMEOUT, weights=None, **core):
+                   extra_env=None, timeout=DEFAULT_TIMEOUT, weights=None, router=None, **core):
     """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``.
 
-    ``weights`` (the bench's stream length) only reaches the testbench."""
+    ``router``: the tile's router options (:class:`~rtl.tile.Tile` keywords such as ``depth``,
+    ``tag_slots``, ``crossbar``); with ``crossbar="pfumx"`` Yosys's model of the ECP5's
+    ``PFUMX`` is compiled with it. ``weights`` (the bench's stream length) only reaches the
+    testbench."""
     cp = CoreParams(**{"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, **core})
     params = cp.to_dict()
+    router = dict(router or {})
     top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}{'_bf16' if cp.fmt.name == 'bf16' else ''}"
-    built = build_once(lambda: Tile(cp, routes=tile_routes(cp)),
-                       key=json.dumps(params, sort_keys=True), top=top, sim=sim, waves=waves)
+    if router:
+        top += "_" + "_".join(f"{k}{int(v) if isinstance(v, bool) else v}"
+                              for k, v in sorted(router.items()))
+    extra = cell_model("ecp5", "PFUMX") if router.get("crossbar") == "pfumx" else ""
+    built = build_once(lambda: Tile(cp, routes=tile_routes(cp), **router),
+                       key=json.dumps([params, router], sort_keys=True), top=top, sim=sim,
+                       waves=waves, extra=extra)
     extra = {"seed": seed} if weights is None else {"seed": seed, "weights": weights}
     return run(built, module=module, testcase=testcase, params={**params, **extra},
                seed=seed, name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}",

@@ -56,3 +56,14 @@ def test_a_bf16_tile_costs_the_cycles_of_an_int16_tile(tmp_path, figure):
         assert bf16[name] == fixed[name], name
     figure(f"tile in bf16: cycles per weight {bf16['cycles_per_weight']}, a zero weight "
            f"{bf16['zero_weight_cycles']} cycle, as int16")
+
+
+#: The ULX3S's routers (``fpga/boards.py``): 2-deep queues with their tags beside the wavelets,
+#: the crossbar's 4:1 multiplexers ending in the ECP5's PFUMX (Yosys's model of it compiled in).
+ULX3S_ROUTER = {"depth": 2, "tag_slots": False, "crossbar": "pfumx"}
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_tile_with_the_ulx3s_router(sim, figure):
+    check(run_tile_tests(sim=sim, testcase="gemm_sweep", router=ULX3S_ROUTER), figure,
+          f"{sim} tile, ULX3S router")
