@@ -46,9 +46,9 @@ class MeshConfig:
     slot's tags in a memory of its own (the same cycles; a shorter path where memories are LUT
     RAM, False on the iCEBreaker, whose are flip-flops).
     ``crossbar`` is how the routers' crossbars are built (:class:`~rtl.crossbar.Crossbar`
-    ``mux``): ``"and_or"`` for any device and the simulators, ``"pfumx"`` for the ECP5 alone
-    (each 4:1 multiplexer ends in the slice's ``PFUMX`` primitive: two LUT4s a bit instead of
-    three, the same cycles; the ULX3S's choice, ``docs/fpga.md``).
+    ``mux``): ``"and_or"``, or ``"binary"`` (each 4:1 multiplexer a tree of 2:1 ones, which the
+    ECP5 builds map to two LUT4s and the slice's ``PFUMX`` a bit instead of three LUT4s; the
+    same cycles; the ULX3S's choice, ``docs/fpga.md``).
     ``reply_colors`` is the color plan's (``None``: as many as fit, ``min(rows, 18)``; fewer
     make rows share them on a small mesh as they do on a large one).
     """

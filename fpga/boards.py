@@ -121,10 +121,11 @@ BOARDS = {
         # Router queues 2 deep (as the peers were compared) with the tags beside the wavelets
         # (``tag_slots=False``: 15 LUT-RAM cells fewer a router, and the 4x4 takes nearly all
         # the device's LUT-RAM places): the same cycles as 4 deep in the GEMMs measured, about
-        # 100 LUT4 fewer a tile (docs/fpga.md). Each router's crossbar ends its 4:1 multiplexers
-        # in the slices' PFUMX primitives (``crossbar="pfumx"``): two LUT4s an output bit
-        # instead of three, about 200 fewer a tile, the same cycles (docs/fpga.md).
-        config=dict(acc_buffers=4, held_copies=2, depth=2, tag_slots=False, crossbar="pfumx"),
+        # 100 LUT4 fewer a tile (docs/fpga.md). Each router's crossbar output is a tree of 2:1
+        # multiplexers (``crossbar="binary"``), which the build maps to two LUT4s and the
+        # slice's PFUMX a bit instead of three LUT4s: about 200 fewer an interior tile, the
+        # same cycles (docs/fpga.md).
+        config=dict(acc_buffers=4, held_copies=2, depth=2, tag_slots=False, crossbar="binary"),
         reset_button=("button_fire", 0),
         leds={"heartbeat": ("led", 0), "error": ("led", 1), "busy": ("led", 2)},
         env={"OPENFPGALOADER": "true"},

@@ -30,7 +30,7 @@ from .boards import mesh_config
 from .report import fit_error, read_reports
 from .top import BoardTop
 
-__all__ = ["BuildError", "build", "after_synth", "run_script", "tool_environment", "DEFAULT_OUT"]
+__all__ = ["BuildError", "build", "run_script", "synth_steps", "tool_environment", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("build") / "fpga"
 
@@ -38,12 +38,21 @@ DEFAULT_OUT = Path("build") / "fpga"
 _BITSTREAM = {"ice40": "top.bin", "ecp5": "top.bit"}
 
 
-#: A techmap for the ECP5: a ``PFUMX`` (the slice multiplexer a ``crossbar="pfumx"`` router
-#: instantiates) with a constant input becomes the LUT4 it is logically (``Z = C0 ? ALUT :
-#: BLUT``). Constants reach a crossbar at a mesh's edges, where a flattened tile's unused inputs
-#: fold to zero, and nextpnr 0.10's packer stops on such a PFUMX ("INTERNAL CHECK FAILED" on
-#: ``$PACKER_GND``); Yosys cannot fold through the primitive itself. Every other PFUMX stays.
-PFUMX_CONSTANTS = """\
+#: The ECP5's 4:1 multiplexers (a ``crossbar="binary"`` router's outputs, and any other full
+#: tree of 2:1 ones that Yosys's ``muxcover`` finds, as ``$_MUX4_``) become two 2:1
+#: multiplexers, one LUT4 each, into the slice's own multiplexer, the ``PFUMX`` (``Z = C0 ?
+#: ALUT : BLUT``): two LUT4s a bit where ABC9 without wide LUTs (``-nowidelut``) makes three.
+#: And a ``PFUMX`` with a constant input becomes a plain multiplexer again, for ABC9 to fold:
+#: nextpnr 0.10's packer stops on one ("INTERNAL CHECK FAILED" on ``$PACKER_GND``).
+ECP5_MUX4 = """\
+(* techmap_celltype = "$_MUX4_" *)
+module _wse_mux4 (input A, B, C, D, S, T, output Y);
+    wire ab, cd;
+    \\$_MUX_ low (.A(A), .B(B), .S(S), .Y(ab));
+    \\$_MUX_ high (.A(C), .B(D), .S(S), .Y(cd));
+    PFUMX _TECHMAP_REPLACE_ (.ALUT(cd), .BLUT(ab), .C0(T), .Z(Y));
+endmodule
+
 (* techmap_celltype = "PFUMX" *)
 module _wse_pfumx_constants (input ALUT, BLUT, C0, output Z);
     parameter _TECHMAP_CONSTMSK_ALUT_ = 1'b0;
@@ -51,20 +60,26 @@ module _wse_pfumx_constants (input ALUT, BLUT, C0, output Z);
     parameter _TECHMAP_CONSTMSK_C0_ = 1'b0;
     wire _TECHMAP_FAIL_ = !(_TECHMAP_CONSTMSK_ALUT_ || _TECHMAP_CONSTMSK_BLUT_ ||
                             _TECHMAP_CONSTMSK_C0_);
-    LUT4 #(.INIT(16'hCACA)) _TECHMAP_REPLACE_ (.A(BLUT), .B(ALUT), .C(C0), .D(1'b0), .Z(Z));
+    \\$_MUX_ _TECHMAP_REPLACE_ (.A(BLUT), .B(ALUT), .S(C0), .Y(Z));
 endmodule
 """
 
 
-def after_synth(family):
-    """``(files, script)``: the files (``{name: text}``) and the Yosys commands a ``family``
-    build runs after synthesis and before it writes the netlist (:data:`PFUMX_CONSTANTS` on
-    the ECP5; nothing on the iCE40)."""
+def synth_steps(family, synth):
+    """``(files, stop, after)`` for a ``family`` design synthesised by the Yosys command
+    ``synth`` (such as ``"synth_ecp5 -nowidelut -top top"``): files to write beside it
+    (``{name: text}``), options that make ``synth`` stop before it maps LUTs, and the commands
+    to run after it. On the ECP5, by then flattened and optimised (constants folded), full
+    trees of four 2:1 multiplexers become ``$_MUX4_`` (``muxcover -mux4 -nodecode -nopartial``:
+    only where that costs no more) and :data:`ECP5_MUX4` maps them; ``synth`` then goes on
+    from the LUT mapping. On the iCE40 there are none."""
     if family != "ecp5":
-        return {}, ""
+        return {}, "", []
     # a name Amaranth's platform does not read as a source (it reads .v, .sv, .il)
-    name = "pfumx_constants.techmap"
-    return {name: PFUMX_CONSTANTS}, f"techmap -map {name}; opt_lut; opt_clean"
+    name = "mux4.techmap"
+    return {name: ECP5_MUX4}, "-run :map_luts", [
+        "muxcover -mux4 -nodecode -nopartial", f"techmap -map {name}", "opt_expr",
+        f"techmap -map {name}", "opt_clean", f"{synth} -run map_luts:"]
 
 
 class BuildError(RuntimeError):
@@ -131,7 +146,9 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     platform = board.platform()
     top = BoardTop(board, config, clk_hz=clk_hz)
     files = top.verilog_files()
-    fixups, fixup_script = after_synth(board.family)
+    # the platform's script runs `synth_<family> <synth_opts> -top top`, then ours
+    fixups, stop, after = synth_steps(board.family,
+                                      f"synth_{board.family} {board.synth_opts} -top top")
     for filename, text in {**files, **fixups}.items():
         platform.add_file(filename, text)
     if keep_tiles is None:
@@ -141,9 +158,8 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
                  if keep_tiles else {})
     plan = platform.build(
         top, name="top", build_dir=str(build_dir), do_build=False,
-        synth_opts=board.synth_opts, **hierarchy,
-        script_after_synth="\n".join(filter(None, (fixup_script,
-                                                     "tee -q -o stat.json stat -json"))),
+        synth_opts=f"{board.synth_opts} {stop}".strip(), **hierarchy,
+        script_after_synth="\n".join([*after, "tee -q -o stat.json stat -json"]),
         nextpnr_opts=" ".join(filter(None, (board.nextpnr_opts, "--report report.json",
                                             f"--timing-allow-fail --seed {int(seed)}"))))
     plan.extract(str(build_dir))

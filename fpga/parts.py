@@ -34,7 +34,7 @@ from wse.rtl.router import Router
 
 from .boards import board as find_board
 from .boards import mesh_config
-from .build import DEFAULT_OUT, BuildError, after_synth, run_script, tool_environment
+from .build import DEFAULT_OUT, BuildError, run_script, synth_steps, tool_environment
 from .report import cell_counts, fit_error, nextpnr_report
 
 __all__ = ["DEFAULT_SEEDS", "DEVICES", "Device", "FREQ_MHZ", "PARTS", "ROUTER_MODULE",
@@ -203,17 +203,14 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     where = f"{part} on {device}"
 
     (build_dir / f"{top}.v").write_text(text)
-    fixups, fixup_script = after_synth(dev.family)
+    fixups, stop, after = synth_steps(dev.family, f"{dev.synth} -top {top}")
     for name, fixup in fixups.items():
         (build_dir / name).write_text(fixup)
     unport = "" if dev.out_of_context else \
         f"delete -port {top}/x:* {top}/w:clk %d\nwrite_json {top}.json\n"
-    (build_dir / "synth.ys").write_text(
-        f"read_verilog {top}.v\n"
-        f"{dev.synth} -top {top}\n"
-        + (f"{fixup_script}\n" if fixup_script else "")
-        + f"write_json {top}.json\n"
-        "tee -q -o stat.json stat -json\n" + unport)
+    (build_dir / "synth.ys").write_text("\n".join([
+        f"read_verilog {top}.v", f"{dev.synth} -top {top} {stop}".strip(), *after,
+        f"write_json {top}.json", "tee -q -o stat.json stat -json", unport]))
     if _run([env["YOSYS"], "-q", "-l", "synth.log", "synth.ys"], build_dir, env, "synth",
             deadline):
         raise BuildError(f"{where}: Yosys failed ({_last_words(build_dir / 'synth.out')}; "

@@ -1,6 +1,6 @@
 """The router's crossbar: each output copies the payload of the input its one-hot select names."""
 
-from amaranth.hdl import Instance, Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,7 +10,7 @@ from .validate import count
 __all__ = ["Crossbar", "MUXES"]
 
 #: How each output's multiplexer is built (``Crossbar(mux=...)``).
-MUXES = ("and_or", "pfumx")
+MUXES = ("and_or", "binary")
 
 
 class Crossbar(wiring.Component):
@@ -22,18 +22,16 @@ class Crossbar(wiring.Component):
 
     ``mux`` says how an output's multiplexer is built:
 
-    - ``"and_or"`` (any device): each input ANDed with its select bit, the terms ORed; a zero
-      select gives zero. Yosys maps a 4-input output bit to three LUT4s on the ECP5 with
-      ``-nowidelut`` (the ULX3S's option), and, with wide LUTs, to more (``docs/fpga.md``).
-    - ``"pfumx"`` (the ECP5 only): an output with exactly four inputs ``a, b, c, d`` (an output
-      of a router without U-turns) becomes two 2:1 multiplexers, ``s0 ? b : a`` and
-      ``s0 ? d : c``, which fit one LUT4 each, and the slice's own multiplexer, the ``PFUMX``
-      primitive, choosing between them by ``s1`` (``s0``, ``s1``: the select's one-hot bits
-      encoded). Two LUT4s a bit instead of three. A zero select then gives ``a``, not zero (a
-      register behind the crossbar loads a payload whose ``valid`` is low). Outputs with
-      another number of inputs stay AND-OR. The Verilog then needs the ECP5's cell library:
-      Yosys's ``synth_ecp5``, or its ``ecp5/cells_sim.v`` for a simulation
-      (``tests/test_router_parts.py`` runs it on Icarus so).
+    - ``"and_or"``: each input ANDed with its select bit, the terms ORed; a zero select gives
+      zero. On the ECP5, Yosys maps a bit of a 4-input output to three LUT4s with
+      ``-nowidelut`` (the ULX3S's option), and to more with wide LUTs (``docs/fpga.md``).
+    - ``"binary"``: an output with exactly four inputs ``a, b, c, d`` (an output of a router
+      without U-turns) is a tree of 2:1 multiplexers, ``s1 ? (s0 ? d : c) : (s0 ? b : a)``, its
+      selects the one-hot select's bits encoded (``s0``: ``b`` or ``d``, ``s1``: ``c`` or
+      ``d``); a zero select gives ``a``, not zero (a register behind the crossbar loads the
+      payload of an output whose ``valid`` is low). The ECP5 builds map such a tree to two
+      LUT4s and the slice's own multiplexer (``PFUMX``) a bit instead of three LUT4s
+      (:func:`fpga.build.synth_steps`). Outputs with another number of inputs stay AND-OR.
 
     Members
     -------
@@ -61,8 +59,13 @@ class Crossbar(wiring.Component):
         width = len(Value.cast(self.inputs[0]))
         for o in range(self.n_out):
             ins = [i for i in range(self.n_in) if (i, o) in self.pairs]
-            if self.mux == "pfumx" and len(ins) == 4:
-                self._pfumx(m, o, ins, width)
+            if self.mux == "binary" and len(ins) == 4:
+                select = self.select[o]
+                s0, s1 = Signal(name=f"o{o}_s0"), Signal(name=f"o{o}_s1")
+                m.d.comb += [s0.eq(select[ins[1]] | select[ins[3]]),
+                             s1.eq(select[ins[2]] | select[ins[3]])]
+                a, b, c, d = (Value.cast(self.inputs[i]) for i in ins)
+                m.d.comb += self.outputs[o].eq(Mux(s1, Mux(s0, d, c), Mux(s0, b, a)))
                 continue
             terms = []
             for i in ins:
@@ -77,18 +80,3 @@ class Crossbar(wiring.Component):
                 total = total | term
             m.d.comb += self.outputs[o].eq(total)
         return m
-
-    def _pfumx(self, m, o, ins, width):
-        """Output ``o`` of four inputs: two 2:1 multiplexers (a LUT4 each) into a ``PFUMX``."""
-        select = self.select[o]
-        s0, s1 = Signal(name=f"o{o}_s0"), Signal(name=f"o{o}_s1")
-        m.d.comb += [s0.eq(select[ins[1]] | select[ins[3]]),
-                     s1.eq(select[ins[2]] | select[ins[3]])]
-        a, b, c, d = (Value.cast(self.inputs[i]) for i in ins)
-        low, high = Signal(width, name=f"o{o}_ab"), Signal(width, name=f"o{o}_cd")
-        out = Signal(width, name=f"o{o}_mux")
-        m.d.comb += [low.eq(Mux(s0, b, a)), high.eq(Mux(s0, d, c))]
-        for k in range(width):      # PFUMX: Z = C0 ? ALUT : BLUT
-            m.submodules[f"o{o}_pfumx{k}"] = Instance(
-                "PFUMX", i_ALUT=high[k], i_BLUT=low[k], i_C0=s1, o_Z=out[k])
-        m.d.comb += self.outputs[o].eq(out)

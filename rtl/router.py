@@ -91,9 +91,9 @@ class Router(wiring.Component):
         costs (``docs/fpga.md``). Deeper queues keep the tags beside the wavelets.
     crossbar : str
         How the crossbar's multiplexers are built (:class:`~rtl.crossbar.Crossbar` ``mux``):
-        ``"and_or"`` for any device, or ``"pfumx"`` (the ECP5 only, with ``u_turns=False``:
-        each output's 4:1 multiplexer ends in the slice's ``PFUMX`` primitive, two LUT4s a
-        bit instead of three; the same cycles, ``docs/fpga.md``).
+        ``"and_or"``, or ``"binary"`` (with ``u_turns=False``: each output's 4:1 multiplexer a
+        tree of 2:1 ones, which the ECP5 builds map to two LUT4s and a ``PFUMX`` a bit instead
+        of three LUT4s; the same cycles, ``docs/fpga.md``).
     straps : bool
         Take the initial routes, configuration route and queue map from input ports (see
         ``route_init``) instead of ``routes``, ``cfg_route`` and ``queue_map``.
@@ -185,8 +185,8 @@ class Router(wiring.Component):
         self.tag_slots = bool(tag_slots)
         if crossbar not in MUXES:
             raise ValueError(f"crossbar must be one of {', '.join(MUXES)}, not {crossbar!r}")
-        if crossbar == "pfumx" and self.u_turns:
-            raise ValueError("crossbar='pfumx' builds 4-input outputs: it needs u_turns=False")
+        if crossbar == "binary" and self.u_turns:
+            raise ValueError("crossbar='binary' builds 4-input outputs: it needs u_turns=False")
         self.crossbar = crossbar
         if self.straps and any(True for _ in self.routes):
             raise ValueError("a strapped router takes its routes from route_init, not routes")

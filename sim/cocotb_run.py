@@ -86,12 +86,8 @@ def _icarus_time_zero(text):
     return _TRIGGER.sub(lambda m: f"{m[0]}\n{m[1]}initial #0 {m[2]} = 1'b1;", text)
 
 
-def build(component, *, top, sim="verilator", waves=False, root=None, ports_only=False,
-          extra=""):
+def build(component, *, top, sim="verilator", waves=False, root=None, ports_only=False):
     """Export ``component`` as Verilog module ``top`` and build it for ``sim``.
-
-    ``extra``: Verilog compiled with it, such as the models of the FPGA cells it instantiates
-    (:func:`sim.gate_level.cell_model`).
 
     ``ports_only``: the testbench touches only the top module's ports, so Verilator need not
     make every internal signal visible to VPI (cocotb's default ``--public-flat-rw``), which
@@ -104,7 +100,7 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
     root = Path(root or BUILD_ROOT)
     staging = root / "verilog" / f"{top}-{os.getpid()}.v"
     export_verilog(component, staging, name=top)
-    text = staging.read_text() + extra
+    text = staging.read_text()
     if sim == "icarus":
         text = _icarus_time_zero(text)
     args = list(_VERILATOR_ARGS) if sim == "verilator" else []
@@ -129,14 +125,13 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
 _cache = {}
 
 
-def build_once(make_component, *, key, top, sim="verilator", waves=False, ports_only=False,
-               extra=""):
+def build_once(make_component, *, key, top, sim="verilator", waves=False, ports_only=False):
     """:func:`build` ``make_component()`` unless this process already built ``key`` (a
     hashable description of the design, such as its parameters as JSON) for ``sim``."""
-    index = (key, top, sim, waves, ports_only, extra)
+    index = (key, top, sim, waves, ports_only)
     if index not in _cache:
         _cache[index] = build(make_component(), top=top, sim=sim, waves=waves,
-                              ports_only=ports_only, extra=extra)
+                              ports_only=ports_only)
     return _cache[index]
 
 

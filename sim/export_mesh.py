@@ -125,9 +125,6 @@ def export_mesh(config, path):
     path = Path(path)
     if path.suffix in (".vlt", ".core"):
         raise ValueError(f"path must be the Verilog file (such as mesh.v), not {str(path)!r}")
-    if config.crossbar != "and_or":
-        raise ValueError(f"crossbar={config.crossbar!r} instantiates an FPGA's primitives; the "
-                         f"export is for any tool: crossbar='and_or' (the same cycles)")
     top = AxiStreamMesh(config)
     verilog = export_verilog(top, path, name=TOP)
     warnings = lint(verilog)

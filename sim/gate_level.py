@@ -33,8 +33,8 @@ from .cocotb_run import _TIMESCALE, DEFAULT_TIMEOUT, Build, locked
 from .export import export_verilog
 from .export_mesh import TOP
 
-__all__ = ["FAMILIES", "Family", "MissingModels", "build_netlist", "cell_model", "cell_models",
-           "share_dir", "simulated_cells", "synthesise_netlist"]
+__all__ = ["FAMILIES", "Family", "MissingModels", "build_netlist", "cell_models", "share_dir",
+           "simulated_cells", "synthesise_netlist"]
 
 
 @dataclass(frozen=True)
@@ -112,32 +112,6 @@ def _modules(path, seen=None):
 def simulated_cells(family):
     """The cells ``family``'s models give behaviour (not black boxes)."""
     return {name for name, real in _modules(cell_models(family)).items() if real}
-
-
-def cell_model(family, cell):
-    """The Verilog of ``family``'s model of ``cell`` alone (``module ... endmodule``), from its
-    cell library or a file that includes: for an RTL design that instantiates one primitive,
-    where the whole library does not build (Yosys 0.70's ECP5 library stops Debian's Icarus 12
-    at a ``$error`` in ``TRELLIS_COMB``)."""
-    def find(path, seen):
-        if path in seen:
-            return None
-        seen.add(path)
-        text = path.read_text()
-        match = re.search(rf"^\s*(?:\(\*[^*]*\*\)\s*)*module\s+{re.escape(cell)}\b.*?"
-                          rf"^\s*endmodule\b", text, re.MULTILINE | re.DOTALL)
-        if match:
-            return match[0].strip() + "\n"
-        for include in re.findall(r'^\s*`include\s+"([^"]+)"', text, re.MULTILINE):
-            found = find(path.parent / include, seen)
-            if found:
-                return found
-        return None
-
-    models = cell_models(family)
-    if cell not in simulated_cells(family):
-        raise MissingModels(f"{models} does not model {cell} (a black box or no module)")
-    return find(models, set())
 
 
 class MissingModels(RuntimeError):

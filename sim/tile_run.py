@@ -7,7 +7,6 @@ from wse.rtl.route_table import RouteTable
 from wse.rtl.tile import Tile
 
 from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
-from .gate_level import cell_model
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "tile_routes", "run_tile_tests"]
 
@@ -30,8 +29,7 @@ def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1
     """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``.
 
     ``router``: the tile's router options (:class:`~rtl.tile.Tile` keywords such as ``depth``,
-    ``tag_slots``, ``crossbar``); with ``crossbar="pfumx"`` Yosys's model of the ECP5's
-    ``PFUMX`` is compiled with it. ``weights`` (the bench's stream length) only reaches the
+    ``tag_slots``, ``crossbar``). ``weights`` (the bench's stream length) only reaches the
     testbench."""
     cp = CoreParams(**{"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, **core})
     params = cp.to_dict()
@@ -40,10 +38,9 @@ def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1
     if router:
         top += "_" + "_".join(f"{k}{int(v) if isinstance(v, bool) else v}"
                               for k, v in sorted(router.items()))
-    extra = cell_model("ecp5", "PFUMX") if router.get("crossbar") == "pfumx" else ""
     built = build_once(lambda: Tile(cp, routes=tile_routes(cp), **router),
                        key=json.dumps([params, router], sort_keys=True), top=top, sim=sim,
-                       waves=waves, extra=extra)
+                       waves=waves)
     extra = {"seed": seed} if weights is None else {"seed": seed, "weights": weights}
     return run(built, module=module, testcase=testcase, params={**params, **extra},
                seed=seed, name=f"{testcase or module.rsplit('.', 1)[-1]}-s{seed}",

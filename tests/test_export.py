@@ -193,16 +193,3 @@ def test_a_warning_without_a_waiver_fails_the_export(tmp_path, monkeypatch):
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and errors[0].startswith("Error: Verilator -Wall raises ")
     assert "WIDTHEXPAND" in errors[0] and "does not waive" in errors[0]
-
-
-def test_a_crossbar_of_fpga_primitives_is_not_exported(tmp_path):
-    """The ULX3S's crossbar instantiates the ECP5's PFUMX: the export, meant for any tool,
-    refuses it by name before writing anything."""
-    from wse.fabric.config import MeshConfig
-    from wse.sim.export_mesh import export_mesh
-
-    message = ("crossbar='pfumx' instantiates an FPGA's primitives; the export is for any tool: "
-               "crossbar='and_or' (the same cycles)")
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        export_mesh(MeshConfig(1, 1, crossbar="pfumx"), tmp_path / "mesh.v")
-    assert list(tmp_path.iterdir()) == []

@@ -214,8 +214,8 @@ def test_mesh_config_parses_and_validates():
     for bad in (0, 1, "False", None):
         with pytest.raises(ValueError, match=r"^tag_slots must be True or False, not "):
             MeshConfig(tag_slots=bad)
-    pfumx = MeshConfig(1, 1, crossbar="pfumx")
-    assert MeshConfig.from_dict(pfumx.to_dict()) == pfumx
-    for bad in ("AND_OR", "l6mux", None):
-        with pytest.raises(ValueError, match=r"^crossbar must be one of and_or, pfumx, not "):
+    binary = MeshConfig(1, 1, crossbar="binary")
+    assert MeshConfig.from_dict(binary.to_dict()) == binary
+    for bad in ("AND_OR", "pfumx", None):
+        with pytest.raises(ValueError, match=r"^crossbar must be one of and_or, binary, not "):
             MeshConfig(crossbar=bad)

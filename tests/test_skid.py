@@ -174,16 +174,16 @@ def test_tag_slots_reach_the_router_of_either_kind_of_tile(slots):
     assert ("tags1" in text) == slots
 
 
-@pytest.mark.parametrize("crossbar", ["and_or", "pfumx"])
+@pytest.mark.parametrize("crossbar", ["and_or", "binary"])
 def test_the_crossbar_choice_reaches_the_router_of_either_kind_of_tile(crossbar):
-    """``crossbar`` reaches the router of a per-position tile and of the strapped tile, and
-    only ``pfumx`` instantiates the ECP5's PFUMX (38 bits for each of 5 outputs)."""
+    """``crossbar`` reaches the router (and its crossbar) of a per-position tile and of the
+    strapped tile."""
     config = MeshConfig(rows=2, cols=2, crossbar=crossbar)
     mesh = Mesh(config, shared_tile=False)
     for tile in (mesh.tile(1, 0), mesh.strapped_tile()):
         assert tile.router.crossbar == crossbar
-    text = rtlil.convert(mesh.strapped_tile().router)
-    assert text.count("cell \\PFUMX ") == (5 * 38 if crossbar == "pfumx" else 0)
+        text = rtlil.convert(tile.router)
+        assert ("o0_s1" in text) == (crossbar == "binary")
 
 
 @pytest.mark.parametrize("bad", ["X", 3, "NN E"])

@@ -59,8 +59,8 @@ def test_a_bf16_tile_costs_the_cycles_of_an_int16_tile(tmp_path, figure):
 
 
 #: The ULX3S's routers (``fpga/boards.py``): 2-deep queues with their tags beside the wavelets,
-#: the crossbar's 4:1 multiplexers ending in the ECP5's PFUMX (Yosys's model of it compiled in).
-ULX3S_ROUTER = {"depth": 2, "tag_slots": False, "crossbar": "pfumx"}
+#: the crossbar's 4:1 multiplexers trees of 2:1 ones.
+ULX3S_ROUTER = {"depth": 2, "tag_slots": False, "crossbar": "binary"}
 
 
 @pytest.mark.parametrize("sim", SIMS)
