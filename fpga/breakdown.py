@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wse.fabric.mesh import TILE_MODULE, Mesh
 
-from .build import BuildError, tool_environment
+from .build import BuildError, before_lut_mapping, tool_environment
 from .report import CELLS
 
 __all__ = ["tile_breakdown"]
@@ -37,13 +37,14 @@ def tile_breakdown(config, family, out, synth_opts=""):
     # Two runs of the script with the unused wires purged between them: kept in one piece,
     # Yosys 0.70's ABC9 stops on the router module (``Assert `count_id(wire->name) == 0'
     # failed`` while it puts the mapped LUTs back) when nothing is flattened.
+    # Between them, the build's own steps before LUT mapping (the ECP5's 4:1 multiplexers).
     synth = f"{_SYNTH[family]} {synth_opts} -noflatten -top {TILE_MODULE}"
-    (out / "breakdown.ys").write_text(
-        f"read_verilog {TILE_MODULE}.v\n"
-        f"{synth} -run :map_luts\n"
-        "opt_clean -purge\n"
-        f"{synth} -run map_luts:\n"
-        "tee -q -o breakdown.json stat -json\n")
+    files, steps = before_lut_mapping(family)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    (out / "breakdown.ys").write_text("\n".join([
+        f"read_verilog {TILE_MODULE}.v", f"{synth} -run :map_luts", "opt_clean -purge",
+        *steps, f"{synth} -run map_luts:", "tee -q -o breakdown.json stat -json", ""]))
     done = subprocess.run([env["YOSYS"], "-q", "-l", "breakdown.log", "breakdown.ys"], cwd=out,
                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode:

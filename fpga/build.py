@@ -30,7 +30,8 @@ from .boards import mesh_config
 from .report import fit_error, read_reports
 from .top import BoardTop
 
-__all__ = ["BuildError", "build", "run_script", "synth_steps", "tool_environment", "DEFAULT_OUT"]
+__all__ = ["BuildError", "build", "before_lut_mapping", "run_script", "synth_script",
+           "tool_environment", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("build") / "fpga"
 
@@ -65,21 +66,29 @@ endmodule
 """
 
 
-def synth_steps(family, synth):
-    """``(files, stop, after)`` for a ``family`` design synthesised by the Yosys command
-    ``synth`` (such as ``"synth_ecp5 -nowidelut -top top"``): files to write beside it
-    (``{name: text}``), options that make ``synth`` stop before it maps LUTs, and the commands
-    to run after it. On the ECP5, by then flattened and optimised (constants folded), full
-    trees of four 2:1 multiplexers become ``$_MUX4_`` (``muxcover -mux4 -nodecode -nopartial``:
-    only where that costs no more) and :data:`ECP5_MUX4` maps them; ``synth`` then goes on
-    from the LUT mapping. On the iCE40 there are none."""
+def before_lut_mapping(family):
+    """``(files, commands)``: files to write beside a ``family`` build (``{name: text}``) and the
+    Yosys commands to run when its synthesis has stopped before it maps LUTs (``synth_<family>
+    ... -run :map_luts``, then these, then ``-run map_luts:``); none on the iCE40. On the
+    ECP5, by then flattened and optimised (constants folded), full trees of four 2:1
+    multiplexers become ``$_MUX4_`` (``muxcover -mux4 -nodecode -nopartial``: only where that
+    costs no more) and :data:`ECP5_MUX4` maps them."""
     if family != "ecp5":
-        return {}, "", []
+        return {}, []
     # a name Amaranth's platform does not read as a source (it reads .v, .sv, .il)
     name = "mux4.techmap"
-    return {name: ECP5_MUX4}, "-run :map_luts", [
-        "muxcover -mux4 -nodecode -nopartial", f"techmap -map {name}", "opt_expr",
-        f"techmap -map {name}", "opt_clean", f"{synth} -run map_luts:"]
+    return {name: ECP5_MUX4}, ["muxcover -mux4 -nodecode -nopartial", f"techmap -map {name}",
+                               "opt_expr", f"techmap -map {name}", "opt_clean"]
+
+
+def synth_script(family, synth):
+    """``(files, first, after)``: ``synth`` (a Yosys command such as ``"synth_ecp5 -nowidelut
+    -top top"``) with :func:`before_lut_mapping`'s steps: the options that stop ``synth``
+    before LUT mapping (``""`` when there are no steps), and the commands after it."""
+    files, steps = before_lut_mapping(family)
+    if not steps:
+        return files, "", []
+    return files, "-run :map_luts", [*steps, f"{synth} -run map_luts:"]
 
 
 class BuildError(RuntimeError):
@@ -147,8 +156,8 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     top = BoardTop(board, config, clk_hz=clk_hz)
     files = top.verilog_files()
     # the platform's script runs `synth_<family> <synth_opts> -top top`, then ours
-    fixups, stop, after = synth_steps(board.family,
-                                      f"synth_{board.family} {board.synth_opts} -top top")
+    fixups, stop, after = synth_script(board.family,
+                                       f"synth_{board.family} {board.synth_opts} -top top")
     for filename, text in {**files, **fixups}.items():
         platform.add_file(filename, text)
     if keep_tiles is None:

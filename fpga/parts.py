@@ -34,7 +34,7 @@ from wse.rtl.router import Router
 
 from .boards import board as find_board
 from .boards import mesh_config
-from .build import DEFAULT_OUT, BuildError, run_script, synth_steps, tool_environment
+from .build import DEFAULT_OUT, BuildError, run_script, synth_script, tool_environment
 from .report import cell_counts, fit_error, nextpnr_report
 
 __all__ = ["DEFAULT_SEEDS", "DEVICES", "Device", "FREQ_MHZ", "PARTS", "ROUTER_MODULE",
@@ -203,7 +203,7 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     where = f"{part} on {device}"
 
     (build_dir / f"{top}.v").write_text(text)
-    fixups, stop, after = synth_steps(dev.family, f"{dev.synth} -top {top}")
+    fixups, stop, after = synth_script(dev.family, f"{dev.synth} -top {top}")
     for name, fixup in fixups.items():
         (build_dir / name).write_text(fixup)
     unport = "" if dev.out_of_context else \

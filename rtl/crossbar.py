@@ -31,7 +31,7 @@ class Crossbar(wiring.Component):
       ``d``); a zero select gives ``a``, not zero (a register behind the crossbar loads the
       payload of an output whose ``valid`` is low). The ECP5 builds map such a tree to two
       LUT4s and the slice's own multiplexer (``PFUMX``) a bit instead of three LUT4s
-      (:func:`fpga.build.synth_steps`). Outputs with another number of inputs stay AND-OR.
+      (:func:`fpga.build.before_lut_mapping`). Outputs with another number of inputs stay AND-OR.
 
     Members
     -------

@@ -1,6 +1,6 @@
 """The crossbar of binary multiplexers (``mux="binary"``, the ULX3S's routers) and what the ECP5
 builds make of it: each 4:1 output as two LUT4s and the slice's ``PFUMX`` a bit
-(``fpga.build.synth_steps``), the techmap proved equivalent to what it replaces, and a
+(``fpga.build.before_lut_mapping``), the techmap proved equivalent to what it replaces, and a
 ``PFUMX`` with a constant input turned back into logic for ABC9 (nextpnr cannot pack one).
 The AND-OR crossbar's tests are in ``tests/test_router_parts.py``; a tile with the ULX3S's
 router runs on both simulators in ``tests/test_tile_cocotb.py``."""
@@ -14,7 +14,7 @@ from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
 from wse.fpga.boards import BOARDS
-from wse.fpga.build import ECP5_MUX4, synth_steps, tool_environment
+from wse.fpga.build import ECP5_MUX4, synth_script, tool_environment
 from wse.rtl.crossbar import Crossbar
 from wse.rtl.router import Router
 from wse.rtl.wavelet import Wavelet
@@ -70,7 +70,7 @@ def _synthesise(component, name, tmp_path):
     """The ULX3S's synthesis of ``component`` (``synth_ecp5 -nowidelut`` with the steps before
     LUT mapping): its cell counts."""
     synth = f"synth_ecp5 {BOARDS['ulx3s-85f'].synth_opts} -top {name}"
-    files, stop, after = synth_steps("ecp5", synth)
+    files, stop, after = synth_script("ecp5", synth)
     for filename, text in files.items():
         (tmp_path / filename).write_text(text)
     export_verilog(component, tmp_path / f"{name}.v", name=name)
