@@ -41,16 +41,18 @@ _BITSTREAM = {"ice40": "top.bin", "ecp5": "top.bit"}
 
 #: The ECP5's 4:1 multiplexers (a ``crossbar="binary"`` router's outputs, and any other full
 #: tree of 2:1 ones that Yosys's ``muxcover`` finds, as ``$_MUX4_``) become two 2:1
-#: multiplexers, one LUT4 each, into the slice's own multiplexer, the ``PFUMX`` (``Z = C0 ?
+#: multiplexers, a LUT4 each, into the slice's own multiplexer, the ``PFUMX`` (``Z = C0 ?
 #: ALUT : BLUT``): two LUT4s a bit where ABC9 without wide LUTs (``-nowidelut``) makes three.
+#: The LUT4s are instances, not logic for ABC9: nextpnr packs a PFUMX only with LUT4s driving
+#: it, and with wide LUTs ABC9 would drive one from another PFUMX.
 #: And a ``PFUMX`` with a constant input becomes a plain multiplexer again, for ABC9 to fold:
 #: nextpnr 0.10's packer stops on one ("INTERNAL CHECK FAILED" on ``$PACKER_GND``).
 ECP5_MUX4 = """\
 (* techmap_celltype = "$_MUX4_" *)
 module _wse_mux4 (input A, B, C, D, S, T, output Y);
-    wire ab, cd;
-    \\$_MUX_ low (.A(A), .B(B), .S(S), .Y(ab));
-    \\$_MUX_ high (.A(C), .B(D), .S(S), .Y(cd));
+    wire ab, cd;       // LUT4 Z = INIT[{D, C, B, A}]: 16'hCACA is C ? B : A
+    LUT4 #(.INIT(16'hCACA)) low (.A(A), .B(B), .C(S), .D(1'b0), .Z(ab));
+    LUT4 #(.INIT(16'hCACA)) high (.A(C), .B(D), .C(S), .D(1'b0), .Z(cd));
     PFUMX _TECHMAP_REPLACE_ (.ALUT(cd), .BLUT(ab), .C0(T), .Z(Y));
 endmodule
 
