@@ -13,11 +13,11 @@ without I/O cells (the clock's one pad aside). Everything a build writes stays i
 The parts:
 
 - ``router``: :class:`~rtl.router.Router` with :data:`ROUTER_PARAMS` (24 colors, 2 queues,
-  2 deep: the shape the peers were measured in) and the crossbar of the board that carries the
-  device (the ECP5's ends in its ``PFUMX`` primitives), top module :data:`ROUTER_MODULE`;
+  2 deep: the shape the peers were measured in), top module :data:`ROUTER_MODULE`;
 - ``tile``: the mesh's shared tile module :data:`~fabric.mesh.TILE_MODULE` (routes, colors and
   row are straps, i.e. inputs) with the core of the board that carries the device
-  (:data:`DEVICES`), as a mesh build instantiates it.
+  (:data:`DEVICES`), as a mesh build instantiates it, and mapped as that board's builds map
+  it (:func:`~fpga.build.before_lut_mapping`: the ECP5's 4:1 multiplexers).
 """
 
 import json
@@ -127,8 +127,7 @@ def part_verilog(part, device, mesh=None, params=None):
     if part == "router":
         if mesh is not None:
             raise ValueError("mesh applies to the tile only, not the router")
-        crossbar = find_board(dev.board).config.get("crossbar", "and_or")
-        params = {**ROUTER_PARAMS, "crossbar": crossbar, **params}
+        params = {**ROUTER_PARAMS, **params}
         text = verilog.convert(Router(**params), name=ROUTER_MODULE, emit_src=False)
         return ROUTER_MODULE, text, params
     config = mesh_config(find_board(dev.board), *(mesh or (None, None)), **params)
@@ -203,8 +202,12 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     where = f"{part} on {device}"
 
     (build_dir / f"{top}.v").write_text(text)
-    fixups, stop, after = synth_script(dev.family, f"{dev.synth} -top {top}")
-    for name, fixup in fixups.items():
+    # The tile, made with a board's configuration, is mapped as that board's builds map it
+    # (the ECP5's 4:1 multiplexers, fpga.build.before_lut_mapping); the router is the peers'
+    # flow, synth_<family> alone.
+    files, stop, after = synth_script(dev.family, f"{dev.synth} -top {top}") \
+        if part == "tile" else ({}, "", [])
+    for name, fixup in files.items():
         (build_dir / name).write_text(fixup)
     unport = "" if dev.out_of_context else \
         f"delete -port {top}/x:* {top}/w:clk %d\nwrite_json {top}.json\n"
