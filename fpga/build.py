@@ -84,9 +84,10 @@ def before_lut_mapping(family):
 
 
 def synth_script(family, synth):
-    """``(files, first, after)``: ``synth`` (a Yosys command such as ``"synth_ecp5 -nowidelut
-    -top top"``) with :func:`before_lut_mapping`'s steps: the options that stop ``synth``
-    before LUT mapping (``""`` when there are no steps), and the commands after it."""
+    """``(files, stop, after)``: ``synth`` (a Yosys command such as ``"synth_ecp5 -nowidelut
+    -top top"``) with :func:`before_lut_mapping`'s steps: its files, the options that stop
+    ``synth`` before LUT mapping (``""`` when there are no steps), and the commands to run after
+    it (the steps, then ``synth`` again from the LUT mapping on)."""
     files, steps = before_lut_mapping(family)
     if not steps:
         return files, "", []
