@@ -46,7 +46,7 @@ _BITSTREAM = {"ice40": "top.bin", "ecp5": "top.bit"}
 #: The LUT4s are instances, not logic for ABC9: nextpnr packs a PFUMX only with LUT4s driving
 #: it, and with wide LUTs ABC9 would drive one from another PFUMX.
 #: And a ``PFUMX`` with a constant input becomes a plain multiplexer again, for ABC9 to fold:
-#: nextpnr 0.10's packer stops on one ("INTERNAL CHECK FAILED" on ``$PACKER_GND``).
+#: nextpnr 0.11.1's packer stops on one ("INTERNAL CHECK FAILED" on ``$PACKER_GND``).
 ECP5_MUX4 = """\
 (* techmap_celltype = "$_MUX4_" *)
 module _wse_mux4 (input A, B, C, D, S, T, output Y);

@@ -14,7 +14,7 @@ MUXES = ("and_or", "binary")
 
 
 class Crossbar(wiring.Component):
-    """``n_in`` x ``n_out`` one-hot crossbar of ``shape`` payloads (an AND-OR mux per output).
+    """``n_in`` x ``n_out`` one-hot crossbar of ``shape`` payloads (a multiplexer per output).
 
     ``pairs`` lists the ``(input, output)`` connections that exist (all by default); an output
     with four inputs instead of five is about half the logic on an ECP5 (a 4:1 mux fits a
@@ -37,7 +37,8 @@ class Crossbar(wiring.Component):
     -------
     inputs : In(ArrayLayout(shape, n_in))
     select : In(ArrayLayout(n_in, n_out))
-        ``select[o]``: one-hot input of output ``o``; zero gives zero.
+        ``select[o]``: one-hot input of output ``o``; zero gives zero (``"binary"``: the
+        first input, on an output of four).
     outputs : Out(ArrayLayout(shape, n_out))
     """
 

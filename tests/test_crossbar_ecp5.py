@@ -1,17 +1,14 @@
-"""The crossbar of binary multiplexers (``mux="binary"``, the ULX3S's routers) and what the ECP5
-builds make of it: each 4:1 output as two LUT4s and the slice's ``PFUMX`` a bit
+"""What the ECP5 builds make of the crossbar of binary multiplexers (``mux="binary"``, the
+ULX3S's routers): each 4:1 output as two LUT4s and the slice's ``PFUMX`` a bit
 (``fpga.build.before_lut_mapping``), the techmap proved equivalent to what it replaces, and a
 ``PFUMX`` with a constant input turned back into logic for ABC9 (nextpnr cannot pack one).
-The AND-OR crossbar's tests are in ``tests/test_router_parts.py``; a tile with the ULX3S's
-router runs on both simulators in ``tests/test_tile_cocotb.py``."""
+Both crossbars' behaviour is tested in Amaranth's simulator in ``tests/test_router_parts.py``;
+a tile with the ULX3S's router runs on both simulators in ``tests/test_tile_cocotb.py``."""
 
 import json
-import random
 import subprocess
 
 import pytest
-from amaranth.hdl import Value
-from amaranth.sim import Simulator
 
 from wse.fpga.boards import BOARDS
 from wse.fpga.build import ECP5_MUX4, synth_script, tool_environment
@@ -20,44 +17,11 @@ from wse.rtl.router import Router
 from wse.rtl.wavelet import Wavelet
 from wse.sim.export import export_verilog
 
+from .test_router_parts import NO_U_TURNS
+
 #: One worker's, beside the other Yosys runs of the gate-level tests.
 pytestmark = pytest.mark.xdist_group("gate_level")
 
-NO_U_TURNS = {(i, o) for i in range(5) for o in range(5) if i != o}
-
-
-def _rows(word, width, count):
-    return [(word >> (k * width)) & ((1 << width) - 1) for k in range(count)]
-
-
-@pytest.mark.parametrize("pairs", [NO_U_TURNS, NO_U_TURNS - {(0, 4), (4, 0)}],
-                         ids=["no U-turns", "two outputs of three inputs"])
-def test_binary_crossbar_copies_the_selected_input(pairs):
-    """Every output copies the input its one-hot select names; a zero select gives a 4-input
-    output's first input, and zero for an output with another number of inputs (AND-OR)."""
-    xbar = Crossbar(Wavelet, 5, 5, pairs=pairs, mux="binary")
-    width = len(Value.cast(xbar.inputs[0]))
-    ins = [[i for i in range(5) if (i, o) in pairs] for o in range(5)]
-    rng = random.Random(5)
-
-    async def bench(ctx):
-        for _ in range(300):
-            inputs = [rng.getrandbits(width) for _ in range(5)]
-            choices = [rng.choice([None, *present]) for present in ins]
-            ctx.set(xbar.inputs.as_value(), sum(v << (k * width) for k, v in enumerate(inputs)))
-            ctx.set(xbar.select.as_value(),
-                    sum((0 if c is None else 1 << c) << (o * 5) for o, c in enumerate(choices)))
-            got = _rows(ctx.get(xbar.outputs.as_value()), width, 5)
-            for o, (choice, present) in enumerate(zip(choices, ins)):
-                if choice is not None:
-                    assert got[o] == inputs[choice]
-                else:
-                    assert got[o] == (inputs[present[0]] if len(present) == 4 else 0)
-            await ctx.delay(1e-8)
-
-    sim = Simulator(xbar)
-    sim.add_testbench(bench)
-    sim.run()
 
 
 def _yosys(script, cwd):

@@ -10,7 +10,7 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from wse.rtl.allocator import SwitchAllocator
-from wse.rtl.crossbar import Crossbar
+from wse.rtl.crossbar import MUXES, Crossbar
 from wse.rtl.isa import route_straps_value
 from wse.rtl.route_state import RouteState
 from wse.rtl.route_table import MAX_POSITIONS, RouteTable, config_switch, config_write
@@ -152,10 +152,15 @@ def test_allocator_serves_every_persistent_requester_within_n_grants():
 # Crossbar --------------------------------------------------------------------------------------
 
 def crossbar_bench(xbar, rng, cycles, *, extra_bits=False):
-    """Random inputs and one-hot (or zero) selects; each output is the selected input, or zero
-    when the select is zero or names a missing pair. ``extra_bits`` also sets select bits of
-    missing pairs on top of a one-hot choice among the present ones."""
+    """Random inputs and one-hot (or zero) selects; each output is the selected input, or, when
+    the select is zero or names a missing pair, zero (a ``"binary"`` crossbar's output of four
+    inputs: its first input). ``extra_bits`` also sets select bits of missing pairs on top of a
+    one-hot choice among the present ones."""
     width = len(Value.cast(xbar.inputs[0]))
+    present = [[i for i in range(xbar.n_in) if (i, o) in xbar.pairs] for o in range(xbar.n_out)]
+
+    def unselected(inputs, o):
+        return inputs[present[o][0]] if xbar.mux == "binary" and len(present[o]) == 4 else 0
 
     async def bench(ctx):
         for _ in range(cycles):
@@ -167,8 +172,8 @@ def crossbar_bench(xbar, rng, cycles, *, extra_bits=False):
                 if extra_bits:
                     select |= sum(1 << i for i in range(xbar.n_in) if (i, o) not in xbar.pairs)
                 selects.append(select)
-                expected.append(0 if choice is None or (choice, o) not in xbar.pairs
-                                else inputs[choice])
+                expected.append(unselected(inputs, o) if choice is None
+                                or (choice, o) not in xbar.pairs else inputs[choice])
             ctx.set(xbar.inputs.as_value(), join(inputs, width))
             ctx.set(xbar.select.as_value(), join(selects, xbar.n_in))
             assert rows(ctx.get(xbar.outputs.as_value()), width, xbar.n_out) == expected
@@ -188,12 +193,20 @@ def test_crossbar_copies_the_selected_input(shape, n_in, n_out):
     simulate(xbar, crossbar_bench(xbar, random.Random(3), 100), clock=False)
 
 
-def test_crossbar_ignores_missing_pairs():
+@pytest.mark.parametrize("mux", MUXES)
+def test_crossbar_ignores_missing_pairs(mux):
     pairs = NO_U_TURNS - {(0, 4), (4, 0)}
     rng = random.Random(4)
     for extra_bits in (False, True):
-        xbar = Crossbar(Wavelet, 5, 5, pairs=pairs)
+        xbar = Crossbar(Wavelet, 5, 5, pairs=pairs, mux=mux)
         simulate(xbar, crossbar_bench(xbar, rng, 100, extra_bits=extra_bits), clock=False)
+
+
+def test_binary_crossbar_copies_the_selected_input():
+    """A router's crossbar without U-turns (every output of four inputs) as trees of 2:1
+    multiplexers: the selected input, the first for a zero select."""
+    xbar = Crossbar(Wavelet, 5, 5, pairs=NO_U_TURNS, mux="binary")
+    simulate(xbar, crossbar_bench(xbar, random.Random(5), 300), clock=False)
 
 
 @pytest.mark.parametrize("n_in, n_out, pairs, bad", [

@@ -2,6 +2,7 @@
 
 import pytest
 
+from wse.fpga.boards import BOARDS
 from wse.sim.tile_run import BENCH_MODULE, run_tile_tests
 
 from .cocotb_checks import SIMS, check
@@ -58,9 +59,10 @@ def test_a_bf16_tile_costs_the_cycles_of_an_int16_tile(tmp_path, figure):
            f"{bf16['zero_weight_cycles']} cycle, as int16")
 
 
-#: The ULX3S's routers (``fpga/boards.py``): 2-deep queues with their tags beside the wavelets,
-#: the crossbar's 4:1 multiplexers trees of 2:1 ones.
-ULX3S_ROUTER = {"depth": 2, "tag_slots": False, "crossbar": "binary"}
+#: The ULX3S's router options, read from the board (``fpga/boards.py``: 2-deep queues with
+#: their tags beside the wavelets, a binary crossbar), so the test follows the board.
+ULX3S_ROUTER = {k: v for k, v in BOARDS["ulx3s-85f"].config.items()
+                if k in ("depth", "tag_slots", "crossbar")}
 
 
 @pytest.mark.parametrize("sim", SIMS)
