@@ -5,6 +5,7 @@ two cores, bounded by a timeout); the default targets of ``make bitstream`` are 
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,9 @@ def test_small_build_through_the_cli(tmp_path):
     report = json.loads(result.stdout.strip().splitlines()[-1])
     _check_report(report, 1, 1)
     assert report["board"] == "ulx3s-85f"
-    assert (tmp_path / "ulx3s-85f-1x1" / "top.tim").is_file()
+    timing = (tmp_path / "ulx3s-85f-1x1" / "top.tim").read_text()
+    # Two nets on global networks: the clock, and the reset through its DCCA.
+    assert len(re.findall(r"routing clock net \S+ using global \d+", timing)) == 2, timing
 
 
 class _Stop(Exception):
@@ -171,6 +174,30 @@ def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatc
     with pytest.raises(_Stop) as stopped:
         build("ulx3s-85f", (1, 2), out=tmp_path, keep_tiles=True)
     assert "setattr -mod -set keep_hierarchy 1 wse_tile" in stopped.value.args[0]
+
+
+@pytest.mark.parametrize("name, buffered", [("ulx3s-85f", True), ("icebreaker", False)])
+def test_the_ecp5_reset_reaches_the_flip_flops_through_a_global_buffer(name, buffered, tmp_path,
+                                                                       monkeypatch):
+    """On the ECP5 the reset synchroniser's output drives the design's reset through a DCCA, so
+    that nextpnr routes it on a global network (a 4x4's critical path was the reset in general
+    routing); the iCE40 keeps its reset as it was. Read from the RTLIL, nothing synthesised."""
+    import wse.fpga.build as fpga_build
+
+    def stop(script, cwd, *args):
+        raise _Stop((Path(cwd) / "top.il").read_text())
+
+    monkeypatch.setattr(fpga_build, "run_script", stop)
+    with pytest.raises(_Stop) as stopped:
+        build(name, (1, 1), out=tmp_path)
+    rtlil = stopped.value.args[0]
+    buffers = re.findall(r"cell \\DCCA \\(\S+)\n((?:    connect .*\n)+)", rtlil)
+    if not buffered:
+        assert buffers == []
+        return
+    assert [b[0] for b in buffers] == ["reset_buf"]
+    ports = dict(line.split()[1:3] for line in buffers[0][1].splitlines())
+    assert ports == {"\\CLKI": "\\reset_rst", "\\CE": "1'1", "\\CLKO": "\\rst"}
 
 
 def test_runaway_tools_are_stopped(tmp_path):
