@@ -200,12 +200,21 @@ class MeshBridge(wiring.Component):
                          word.ctrl.eq(getattr(mesh, f"m_axis_s{c}_tuser"))]
             outlets.append((getattr(mesh, f"m_axis_s{c}_tvalid"),
                             getattr(mesh, f"m_axis_s{c}_tready"), word))
-        quiet = mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any() \
-            & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any() \
-            & ~Cat(*(s.busy for s in skids)).any()
+        # The mesh's `idle`, `error` and `overflow` are reductions over every tile: each is
+        # registered here before anything uses it, so that no path runs from a tile across the
+        # device and on through the bridge's logic (a 4x4's critical path on the ECP5 did).
+        # `quiet` is the cycle before's: the span below counts the same cycles.
+        quiet = Signal(init=1)
+        m.d.sync += quiet.eq(mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any()
+                             & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any()
+                             & ~Cat(*(s.busy for s in skids)).any())
+        mesh_error, mesh_overflow = Signal(), Signal()
+        m.d.sync += [mesh_error.eq(mesh.error), mesh_overflow.eq(mesh.overflow)]
         settled = Signal(range(SETTLE_CYCLES + 1))
         m.d.sync += settled.eq(Mux(quiet, settled + (settled != SETTLE_CYCLES), 0))
 
+        # `span`: the cycles from the first wavelet an intake took to the last cycle the mesh
+        # was busy, both counted (`quiet` is a cycle late, and so is `elapsed` against it).
         started, elapsed, span = Signal(), Signal(32), Signal(32)
         with m.If(~started):
             with m.If(Cat(*entered).any()):
@@ -213,7 +222,7 @@ class MeshBridge(wiring.Component):
         with m.Else():
             m.d.sync += elapsed.eq(elapsed + (elapsed != 0xFFFF_FFFF))
             with m.If(~quiet):
-                m.d.sync += span.eq(elapsed + (elapsed != 0xFFFF_FFFF))
+                m.d.sync += span.eq(elapsed)
 
         # Transmit: status, credits, outlets -> frames ------------------------------------------
         tx_body = Signal(8 * 8)     # command and payload, sent lowest byte first
@@ -239,7 +248,7 @@ class MeshBridge(wiring.Component):
         status = Signal(StatusPayload)
         m.d.comb += [status.eq(0),          # the padding
                      status.cycles.eq(span), status.bad_frames.eq(bad_frames),
-                     status.flags.error.eq(mesh.error), status.flags.overflow.eq(mesh.overflow),
+                     status.flags.error.eq(mesh_error), status.flags.overflow.eq(mesh_overflow),
                      status.flags.bad_frame.eq(bad_seen), status.flags.dropped.eq(dropped)]
         credit = CreditPayload.const({"count": self.credit})
         # comb: the outlet picked. Every field is assigned where it is picked: a field left at
@@ -288,7 +297,7 @@ class MeshBridge(wiring.Component):
             m.d.sync += taken[r].eq(Mux(status_out, 0, taken[r] + took[r] - less))
 
         m.d.comb += [
-            self.error.eq(mesh.error | mesh.overflow | bad_seen),
+            self.error.eq(mesh_error | mesh_overflow | bad_seen),
             self.busy.eq(~quiet | flush | ~rx_fsm.ongoing("HUNT") | ~tx_fsm.ongoing("IDLE")),
         ]
         return m
