@@ -7,8 +7,16 @@ when the board's target frequency differs from it), a reset (power-on, PLL lock 
 a heartbeat LED and a sticky error LED.
 """
 
-from amaranth.hdl import (ClockDomain, ClockSignal, Const, Elaboratable, Instance, Module,
-                          ResetSignal, Signal)
+from amaranth.hdl import (
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Instance,
+    Module,
+    ResetSignal,
+    Signal,
+)
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
