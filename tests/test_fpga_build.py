@@ -152,6 +152,23 @@ def test_meshes_of_several_tiles_keep_the_tile_module(mesh, keep_tiles, kept, tm
     assert f"synth_ice40 {BOARDS['icebreaker'].synth_opts} -top top" in script
 
 
+def test_the_icebreaker_is_placed_with_timing_weighted_up(tmp_path, monkeypatch):
+    """nextpnr-ice40 gets the ULX3S's placement options (timing weighted up, sharpened
+    criticalities, timing-driven rip-up) and keeps its default router. Read from the script
+    where the tools would start."""
+    import wse.fpga.build as fpga_build
+
+    def stop(script, cwd, *args):
+        raise _Stop((Path(cwd) / script).read_text())
+
+    monkeypatch.setattr(fpga_build, "run_script", stop)
+    with pytest.raises(_Stop) as stopped:
+        build("icebreaker", out=tmp_path, seed=2)
+    tools = stopped.value.args[0]
+    assert "--placer-heap-timingweight 160 --placer-heap-critexp 8 --tmg-ripup" in tools
+    assert "--seed 2" in tools and "router2" not in tools
+
+
 def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatch):
     """The ULX3S's default is the 4x4, every tile flattened into the top (sixteen kept tile
     modules do not fit the ECP5-85F), placed with timing weighted up and routed by nextpnr's
