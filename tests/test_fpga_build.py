@@ -128,8 +128,26 @@ def test_small_build_through_the_cli(tmp_path):
     assert len(re.findall(r"routing clock net \S+ using global \d+", timing)) == 2, timing
 
 
-class _Stop(Exception):
-    pass
+TOOLS = "<tools>"    # in `files_before_tools`: the script that runs the tools
+
+
+def files_before_tools(monkeypatch, *files, **build_args):
+    """Run :func:`build` (``build_args``) up to where the tools would start, nothing
+    synthesised; return the text of each of ``files`` in the build directory then
+    (:data:`TOOLS`: the script that runs the tools)."""
+    import wse.fpga.build as fpga_build
+
+    class Stop(Exception):
+        pass
+
+    def stop(script, cwd, *args):
+        raise Stop([(Path(cwd) / (script if f == TOOLS else f)).read_text() for f in files])
+
+    monkeypatch.setattr(fpga_build, "run_script", stop)
+    with pytest.raises(Stop) as stopped:
+        build(**build_args)
+    texts = stopped.value.args[0]
+    return texts[0] if len(texts) == 1 else texts
 
 
 @pytest.mark.parametrize("mesh, keep_tiles, kept", [
@@ -137,34 +155,18 @@ class _Stop(Exception):
 def test_meshes_of_several_tiles_keep_the_tile_module(mesh, keep_tiles, kept, tmp_path,
                                                        monkeypatch):
     """The Yosys script keeps ``wse_tile`` as one module (mapped once) unless the mesh has one
-    tile or ``keep_tiles`` says otherwise; the script is read where the tools would start,
-    nothing is synthesised."""
-    import wse.fpga.build as fpga_build
-
-    def stop(script, cwd, *args):
-        raise _Stop((Path(cwd) / "top.ys").read_text())
-
-    monkeypatch.setattr(fpga_build, "run_script", stop)
-    with pytest.raises(_Stop) as stopped:
-        build("icebreaker", mesh, out=tmp_path, keep_tiles=keep_tiles)
-    script = stopped.value.args[0]
+    tile or ``keep_tiles`` says otherwise."""
+    script = files_before_tools(monkeypatch, "top.ys", board_name="icebreaker", mesh=mesh,
+                                out=tmp_path, keep_tiles=keep_tiles)
     assert ("setattr -mod -set keep_hierarchy 1 wse_tile" in script) == kept
     assert f"synth_ice40 {BOARDS['icebreaker'].synth_opts} -top top" in script
 
 
 def test_the_icebreaker_is_placed_with_timing_weighted_up(tmp_path, monkeypatch):
     """nextpnr-ice40 gets the ULX3S's placement options (timing weighted up, sharpened
-    criticalities, timing-driven rip-up) and keeps its default router. Read from the script
-    where the tools would start."""
-    import wse.fpga.build as fpga_build
-
-    def stop(script, cwd, *args):
-        raise _Stop((Path(cwd) / script).read_text())
-
-    monkeypatch.setattr(fpga_build, "run_script", stop)
-    with pytest.raises(_Stop) as stopped:
-        build("icebreaker", out=tmp_path, seed=2)
-    tools = stopped.value.args[0]
+    criticalities, timing-driven rip-up) and keeps its default router."""
+    tools = files_before_tools(monkeypatch, TOOLS, board_name="icebreaker", out=tmp_path,
+                               seed=2)
     assert "--placer-heap-timingweight 160 --placer-heap-critexp 8 --tmg-ripup" in tools
     assert "--seed 2" in tools and "router2" not in tools
 
@@ -172,25 +174,17 @@ def test_the_icebreaker_is_placed_with_timing_weighted_up(tmp_path, monkeypatch)
 def test_the_ulx3s_flattens_its_4x4_and_routes_with_router2(tmp_path, monkeypatch):
     """The ULX3S's default is the 4x4, every tile flattened into the top (sixteen kept tile
     modules do not fit the ECP5-85F), placed with timing weighted up and routed by nextpnr's
-    router2; ``keep_tiles=True`` keeps the tile module again. Scripts are read where the tools
-    would start."""
-    import wse.fpga.build as fpga_build
-
-    def stop(script, cwd, *args):
-        raise _Stop((Path(cwd) / "top.ys").read_text(), (Path(cwd) / script).read_text())
-
-    monkeypatch.setattr(fpga_build, "run_script", stop)
-    with pytest.raises(_Stop) as stopped:
-        build("ulx3s-85f", out=tmp_path)
-    synth, tools = stopped.value.args
+    router2; ``keep_tiles=True`` keeps the tile module again."""
+    synth, tools = files_before_tools(monkeypatch, "top.ys", TOOLS, board_name="ulx3s-85f",
+                                      out=tmp_path)
     assert BOARDS["ulx3s-85f"].default_mesh == (4, 4)
     assert (tmp_path / "ulx3s-85f-4x4").is_dir()
     assert "keep_hierarchy" not in synth
     assert "--router router2" in tools and "--seed 1" in tools
     assert "--placer-heap-timingweight 160 --placer-heap-critexp 8 --tmg-ripup" in tools
-    with pytest.raises(_Stop) as stopped:
-        build("ulx3s-85f", (1, 2), out=tmp_path, keep_tiles=True)
-    assert "setattr -mod -set keep_hierarchy 1 wse_tile" in stopped.value.args[0]
+    synth = files_before_tools(monkeypatch, "top.ys", board_name="ulx3s-85f", mesh=(1, 2),
+                               out=tmp_path, keep_tiles=True)
+    assert "setattr -mod -set keep_hierarchy 1 wse_tile" in synth
 
 
 @pytest.mark.parametrize("name, buffered", [("ulx3s-85f", True), ("icebreaker", False)])
@@ -198,19 +192,12 @@ def test_the_ecp5_reset_reaches_the_flip_flops_through_a_global_buffer(name, buf
                                                                        monkeypatch):
     """On the ECP5 the reset synchroniser's output drives the design's reset through a DCCA, so
     that nextpnr routes it on a global network (a 4x4's critical path was the reset in general
-    routing); the iCE40 keeps its reset as it was. Read from the RTLIL, nothing synthesised."""
-    import wse.fpga.build as fpga_build
-
-    def stop(script, cwd, *args):
-        raise _Stop((Path(cwd) / "top.il").read_text())
-
-    monkeypatch.setattr(fpga_build, "run_script", stop)
-    with pytest.raises(_Stop) as stopped:
-        build(name, (1, 1), out=tmp_path)
-    rtlil = stopped.value.args[0]
+    routing); the iCE40 keeps its reset as it was. Read from the RTLIL."""
+    rtlil = files_before_tools(monkeypatch, "top.il", board_name=name, mesh=(1, 1),
+                               out=tmp_path)
     buffers = re.findall(r"cell \\DCCA \\(\S+)\n((?:    connect .*\n)+)", rtlil)
     if not buffered:
-        assert buffers == []
+        assert "DCCA" not in rtlil
         return
     assert [b[0] for b in buffers] == ["reset_buf"]
     ports = dict(line.split()[1:3] for line in buffers[0][1].splitlines())
