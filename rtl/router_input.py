@@ -153,12 +153,24 @@ class RouterInput(wiring.Component):
         # measured 484 LUT4 more split, and no faster (seed 1: 69.89 MHz, 73.60 not split);
         # the iCEBreaker's 2-deep ones, flip-flops there, lost clock (23.74-24.14 MHz split,
         # 24.05-24.84 not, seeds 1-3), so it turns `tag_slots` off.
+        # Without the tags split, the head's address is a register of its own, loaded with the
+        # next candidate's next read pointer (`cand_d`, `rd_d`: the registers' next values),
+        # so the read starts at a flip-flop and not after the read pointer's multiplexer
+        # (docs/fpga.md, "The head's address in a register"); the same cycles.
         cand = Signal(range(Q))
+        cand_d = Signal(range(Q))
+        rd_d = [Signal.like(r, name=f"q{q}_rd_d") for q, r in enumerate(rd)]
+        m.d.sync += [cand.eq(cand_d), *(r.eq(r_d) for r, r_d in zip(rd, rd_d))]
         split = self.tag_slots and D == 2
         mem = m.submodules.queues = Memory(shape=Wavelet if split else QueueEntry,
                                            depth=Q << ptr_bits, init=[])
         head_port = mem.read_port(domain="comb")
-        m.d.comb += head_port.addr.eq(Cat(Array(rd)[cand], cand) if ptr_bits else cand)
+        if ptr_bits and not split:
+            head_addr = Signal(len(head_port.addr))
+            m.d.sync += head_addr.eq(Cat(Array(rd_d)[cand_d], cand_d))
+            m.d.comb += head_port.addr.eq(head_addr)
+        else:
+            m.d.comb += head_port.addr.eq(Cat(Array(rd)[cand], cand) if ptr_bits else cand)
         slots = [Memory(shape=QueueTag, depth=Q, init=[]) for _ in range(D if split else 0)]
         for k, slot in enumerate(slots):
             m.submodules[f"tags{k}"] = slot
@@ -257,11 +269,12 @@ class RouterInput(wiring.Component):
             popped = (pop | h_drop) & (cand == q)
             m.d.sync += level[q].eq(level[q] + pushed - popped)
             m.d.comb += content[q].eq((level[q] != 0) | pushed)
+            m.d.comb += rd_d[q].eq(rd[q])
             if ptr_bits:
                 with m.If(pushed):
                     m.d.sync += wr[q].eq(Mux(wr[q] == D - 1, 0, wr[q] + 1))
                 with m.If(popped):
-                    m.d.sync += rd[q].eq(Mux(rd[q] == D - 1, 0, rd[q] + 1))
+                    m.d.comb += rd_d[q].eq(Mux(rd[q] == D - 1, 0, rd[q] + 1))
             with m.If(resumed & (cand == q)):     # not the candidate's pop: a torn head
                 m.d.sync += [started[q].eq(1), owed[q].eq(again.tx)]
             with m.Elif(cand == q):
@@ -272,6 +285,7 @@ class RouterInput(wiring.Component):
 
         # The next candidate: stay while the head makes progress, else the next queue (after
         # this one) that holds something; stay when no other queue does.
+        m.d.comb += cand_d.eq(cand)
         if Q > 1:
             with m.If((self.served == 0) & ~looking & ~reopened):
                 for k in reversed(range(1, Q)):         # later assignments win: nearest first
@@ -279,5 +293,5 @@ class RouterInput(wiring.Component):
                         for c in range(Q):
                             with m.Case(c):
                                 with m.If(content[(c + k) % Q]):
-                                    m.d.sync += cand.eq((c + k) % Q)
+                                    m.d.comb += cand_d.eq((c + k) % Q)
         return m
