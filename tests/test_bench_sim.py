@@ -38,6 +38,12 @@ def check_row(row, tiles):
         row["compiled_cycles_per_second"] / row["free_running_cycles_per_second"])
     assert row["pe_cycles_per_second"] == pytest.approx(
         row["compiled_cycles_per_second"] * row["tiles"])
+    # the cocotb path only up to its tile limit; where it ran, the speedup is the two rates' ratio
+    if row["cocotb_cycles_per_second"] is None:
+        assert row["speedup"] is None
+    else:
+        assert row["speedup"] == pytest.approx(row["compiled_cycles_per_second"]
+                                               / row["cocotb_cycles_per_second"])
 
 
 @pytest.mark.xdist_group("compiled")
@@ -45,11 +51,7 @@ def test_bench_sim_measures_both_paths(figure):
     figures = run_bench_sim("1x1")
     (one,) = figures["meshes"]
     check_row(one, tiles=1)
-    assert one["mesh"] == "1x1"
-    # the speedup is the ratio of the two rates
-    assert one["cocotb_cycles_per_second"] > 0
-    assert one["speedup"] == pytest.approx(one["compiled_cycles_per_second"]
-                                           / one["cocotb_cycles_per_second"])
+    assert one["mesh"] == "1x1" and one["cocotb_cycles_per_second"] > 0
     assert figures["threads"]["mesh"] == "1x1" and figures["threads"]["1"] > 0
     figure(f"wse bench sim 1x1: {one['cycles']} cycles, compiled "
            f"{one['compiled_cycles_per_second']:,.0f} cycles/s (Verilator's model; lanes "
@@ -68,9 +70,7 @@ def test_bench_sim_limits_cocotb_and_threads_to_the_meshes_asked(figure):
     check_row(one, tiles=1)
     check_row(two, tiles=2)
     assert (one["mesh"], two["mesh"]) == ("1x1", "1x2")
-    assert one["speedup"] == pytest.approx(one["compiled_cycles_per_second"]
-                                           / one["cocotb_cycles_per_second"])
-    assert two["cocotb_cycles_per_second"] is None and two["speedup"] is None
+    assert one["cocotb_cycles_per_second"] > 0 and two["cocotb_cycles_per_second"] is None
     assert set(figures["threads"]) == {"mesh", "1"} and figures["threads"]["mesh"] == "1x2"
     assert figures["threads"]["1"] > 0
     figure(f"wse bench sim 1x2: {two['compiled_cycles_per_second']:,.0f} cycles/s")
