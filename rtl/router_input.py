@@ -136,10 +136,13 @@ class RouterInput(wiring.Component):
         # Queue bookkeeping.
         wr = [Signal(max(ptr_bits, 1), name=f"q{q}_wr") for q in range(Q)]
         rd = [Signal(max(ptr_bits, 1), name=f"q{q}_rd") for q in range(Q)]
-        level = [Signal(range(D + 1), name=f"q{q}_level") for q in range(Q)]
+        # A queue's level as a thermometer (bit k: more than k entries), so that "empty" and
+        # "full", which the room, the head and the rotation ask, are one flip-flop each and not
+        # a comparison (31 places a tile on the ULX3S, 2-deep queues); flip-flops are cheap.
+        level = [Signal(D, name=f"q{q}_level") for q in range(Q)]
         started = [Signal(name=f"q{q}_started") for q in range(Q)]
         owed = [Signal(5, name=f"q{q}_owed") for q in range(Q)]
-        room = Array(lv != D for lv in level)[self.queue]
+        room = Array(~lv[-1] for lv in level)[self.queue]
 
         # Head of the candidate queue. The wavelets are one LUT RAM addressed by queue and
         # slot, `rd[cand]` (the crossbar's data, not on the allocation loop). With two slots
@@ -186,7 +189,7 @@ class RouterInput(wiring.Component):
                          head.tag.torn.eq(Array(t.torn for t in slot_tags)[Array(rd)[cand]])]
         else:
             head = head_port.data
-        h_valid = Array(lv != 0 for lv in level)[cand]
+        h_valid = Array(lv[0] for lv in level)[cand]
         h_started = Array(started)[cand]
         h_owed = Array(owed)[cand]
 
@@ -265,15 +268,18 @@ class RouterInput(wiring.Component):
         resumed = reopened & ~h_drop
 
         m.d.comb += self.drops.eq((self.i.valid & take & (drop | bad_cfg)) + h_drop)
-        m.d.comb += self.empty.eq(Cat(lv == 0 for lv in level) == (1 << Q) - 1)
+        m.d.comb += self.empty.eq(~Cat(lv[0] for lv in level).any())
 
         # Per-queue state.
         content = Signal(Q)      # holds something next cycle (ignoring the candidate's pop)
         for q in range(Q):
             pushed = push & (self.queue == q)
             popped = (pop | h_drop) & (cand == q)
-            m.d.sync += level[q].eq(level[q] + pushed - popped)
-            m.d.comb += content[q].eq((level[q] != 0) | pushed)
+            with m.If(pushed & ~popped):
+                m.d.sync += level[q].eq(Cat(Const(1, 1), level[q][:-1]))
+            with m.Elif(popped & ~pushed):
+                m.d.sync += level[q].eq(level[q][1:])
+            m.d.comb += content[q].eq(level[q][0] | pushed)
             m.d.comb += rd_d[q].eq(rd[q])
             if ptr_bits:
                 with m.If(pushed):
