@@ -140,7 +140,10 @@ class RouterInput(wiring.Component):
         # "full", which the room, the head and the rotation ask, are one flip-flop each and not
         # a comparison (31 places a tile on the ULX3S, 2-deep queues); flip-flops are cheap.
         level = [Signal(D, name=f"q{q}_level") for q in range(Q)]
-        started = [Signal(name=f"q{q}_started") for q in range(Q)]
+        # The copies a queue's head still owes once it has started (been offered, or resumed
+        # after a teardown); 0 while it has not: a started head always owes one (its last copy
+        # pops it, and the pop leaves 0), so no "started" flag is kept beside it (22 places a
+        # tile on the ULX3S).
         owed = [Signal(5, name=f"q{q}_owed") for q in range(Q)]
         room = Array(~lv[-1] for lv in level)[self.queue]
 
@@ -190,8 +193,8 @@ class RouterInput(wiring.Component):
         else:
             head = head_port.data
         h_valid = Array(lv[0] for lv in level)[cand]
-        h_started = Array(started)[cand]
         h_owed = Array(owed)[cand]
+        h_started = h_owed.any()
 
         # A torn head is never offered. The candidate's torn head is looked up again (``head``)
         # and the answer registered; in the next cycle, if its color has reopened, that queue's
@@ -287,12 +290,9 @@ class RouterInput(wiring.Component):
                 with m.If(popped):
                     m.d.comb += rd_d[q].eq(Mux(rd[q] == D - 1, 0, rd[q] + 1))
             with m.If(resumed & (cand == q)):     # not the candidate's pop: a torn head
-                m.d.sync += [started[q].eq(1), owed[q].eq(again.tx)]
-            with m.Elif(cand == q):
-                with m.If(pop):
-                    m.d.sync += started[q].eq(0)
-                with m.Elif(present):
-                    m.d.sync += [started[q].eq(1), owed[q].eq(left)]
+                m.d.sync += owed[q].eq(again.tx)
+            with m.Elif(present & (cand == q)):     # none left (so 0) when it pops
+                m.d.sync += owed[q].eq(left)
 
         # The next candidate: stay while the head makes progress, else the next queue (after
         # this one) that holds something; stay when no other queue does.
