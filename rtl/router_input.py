@@ -172,8 +172,7 @@ class RouterInput(wiring.Component):
                                            depth=Q << ptr_bits, init=[])
         head_port = mem.read_port(domain="comb")
         if ptr_bits and not split:
-            head_addr = Signal(len(head_port.addr))
-            m.d.sync += head_addr.eq(Cat(Array(rd_d)[cand_d], cand_d))
+            head_addr = Signal(len(head_port.addr))      # loaded below, after the pop
             m.d.comb += head_port.addr.eq(head_addr)
         else:
             m.d.comb += head_port.addr.eq(Cat(Array(rd)[cand], cand) if ptr_bits else cand)
@@ -305,4 +304,12 @@ class RouterInput(wiring.Component):
                             with m.Case(c):
                                 with m.If(content[(c + k) % Q]):
                                     m.d.comb += cand_d.eq((c + k) % Q)
+        if ptr_bits and not split:
+            # The candidate moves only in a cycle in which its head neither pops nor is dropped
+            # (nothing served, no reopened head), so the next head's read pointer is the next
+            # candidate's, stepped when the head leaves: `rd_d[cand_d]` without a multiplexer
+            # of the stepped pointers.
+            ptr, head_ptr = Array(rd)[cand_d], Signal(ptr_bits)
+            m.d.comb += head_ptr.eq(Mux(pop | h_drop, Mux(ptr == D - 1, 0, ptr + 1), ptr))
+            m.d.sync += head_addr.eq(Cat(head_ptr, cand_d))
         return m
