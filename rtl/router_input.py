@@ -65,10 +65,11 @@ class RouterInput(wiring.Component):
     ``request`` (those it still owes). ``served`` says which took a copy; once every copy is
     taken the entry leaves. The candidate moves to the next queue with something in it when its
     head makes no progress, so a head blocked on a busy output or a torn-down color never holds
-    back another queue. Each queue keeps its own "copies still owed" mask, so a half-sent
-    multicast survives a rotation. A ``torn`` head waits until its color reopens, then is looked
-    up again (``head``) and routed or dropped; a switch command held so is forwarded without
-    being applied (the configuration that reopened the color set its position).
+    back another queue. Each queue keeps its own "copies still owed" mask (in a LUT RAM addressed
+    by queue), so a half-sent multicast survives a rotation. A ``torn`` head waits until its
+    color reopens, then is looked up again (``head``) and routed or dropped; a switch command
+    held so is forwarded without being applied (the configuration that reopened the color set
+    its position).
 
     Without ``u_turns`` the copy a route would send back out of ``port`` is not made (and a
     route left with no output drops the wavelet): a mesh's color plan never asks for one, and
@@ -140,11 +141,18 @@ class RouterInput(wiring.Component):
         # "full", which the room, the head and the rotation ask, are one flip-flop each and not
         # a comparison (31 places a tile on the ULX3S, 2-deep queues); flip-flops are cheap.
         level = [Signal(D, name=f"q{q}_level") for q in range(Q)]
-        # The copies a queue's head still owes once it has started (been offered, or resumed
-        # after a teardown); 0 while it has not: a started head always owes one (its last copy
-        # pops it, and the pop leaves 0), so no "started" flag is kept beside it (22 places a
-        # tile on the ULX3S).
-        owed = [Signal(5, name=f"q{q}_owed") for q in range(Q)]
+        # Whether a queue's head has started (been offered and not popped, or resumed after a
+        # teardown), and then the copies it still owes: the masks in a LUT RAM of their own,
+        # addressed by the candidate, the one queue whose mask is read or written in a cycle,
+        # rather than registers and a multiplexer picking the candidate's (67 places a tile on
+        # the ULX3S); the flags stay flip-flops, which a reset clears.
+        started = [Signal(name=f"q{q}_started") for q in range(Q)]
+        # Without U-turns no mask written (the arrival's, `again`'s, so none owed) has the port's
+        # own bit: the masks are stored without it, and the head's is ANDed with the others so
+        # that its share of the request and the pop goes (26 places a tile); the same values.
+        outs = 0b11111 if self.u_turns else 0b11111 & ~self.port.bit
+        out_bits = [k for k in range(5) if outs >> k & 1]
+        owed = m.submodules.owed = Memory(shape=len(out_bits), depth=Q, init=[])
         room = Array(~lv[-1] for lv in level)[self.queue]
 
         # Head of the candidate queue. The wavelets are one LUT RAM addressed by queue and
@@ -192,8 +200,11 @@ class RouterInput(wiring.Component):
         else:
             head = head_port.data
         h_valid = Array(lv[0] for lv in level)[cand]
-        h_owed = Array(owed)[cand]
-        h_started = h_owed.any()
+        h_started = Array(started)[cand]
+        owed_read = owed.read_port(domain="comb")
+        h_owed = Signal(5)
+        m.d.comb += [owed_read.addr.eq(cand),
+                     *(h_owed[k].eq(owed_read.data[j]) for j, k in enumerate(out_bits))]
 
         # A torn head is never offered. The candidate's torn head is looked up again (``head``)
         # and the answer registered; in the next cycle, if its color has reopened, that queue's
@@ -254,10 +265,6 @@ class RouterInput(wiring.Component):
 
         # Offering the head.
         present = Signal()
-        # Without U-turns no mask written (the arrival's, `again`'s, so none owed) has the port's
-        # own bit: saying so here lets its copies, its flip-flops and its share of the pop go
-        # (on the ULX3S 26 places a tile); the same values in every cycle.
-        outs = 0b11111 if self.u_turns else 0b11111 & ~self.port.bit
         tx = Mux(h_started, h_owed, head.tag.tx) & outs
         m.d.comb += [
             present.eq(h_valid & (h_started | ~head.tag.torn)),
@@ -289,9 +296,13 @@ class RouterInput(wiring.Component):
                 with m.If(popped):
                     m.d.comb += rd_d[q].eq(Mux(rd[q] == D - 1, 0, rd[q] + 1))
             with m.If(resumed & (cand == q)):     # not the candidate's pop: a torn head
-                m.d.sync += owed[q].eq(again.tx)
-            with m.Elif(present & (cand == q)):     # none left (so 0) when it pops
-                m.d.sync += owed[q].eq(left)
+                m.d.sync += started[q].eq(1)
+            with m.Elif(present & (cand == q)):
+                m.d.sync += started[q].eq(~pop)
+        owed_write = owed.write_port()
+        owed_next = Mux(resumed, again.tx, left)      # a popped head's is not read again
+        m.d.comb += [owed_write.addr.eq(cand), owed_write.en.eq(resumed | present),
+                     owed_write.data.eq(Cat(owed_next[k] for k in out_bits))]
 
         # The next candidate: stay while the head makes progress, else the next queue (after
         # this one) that holds something; stay when no other queue does.
