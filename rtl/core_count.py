@@ -1,6 +1,6 @@
 """The core's counters (``docs/pe.md``, "Counters"): 32-bit values in LUT RAM, one or two adders."""
 
-from amaranth.hdl import Array, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -72,10 +72,12 @@ class CounterBank(wiring.Component):
     Entries are visited at least every 16 cycles (:data:`_VISIT`), so a pending register needs
     ``log2(16 * largest increment)`` bits. Reset clears the pending registers and a flag per
     entry ("written since reset"; an entry whose flag is clear reads 0): one reset edge clears
-    the counters, the LUT RAM keeps no state across it. About 1 place a bit of the pending
-    registers, 8 LUT-RAM cells for each read port, a 32-bit adder and the 32-bit gate of the flag (a
-    second of each with ``adders=2``); a counter of its own took a 32-bit adder and its 32
-    bits of the READ multiplexer.
+    the counters, the LUT RAM keeps no state across it. The flag is the read's top address
+    bit: the LUT RAM has 16 words, the upper 8 never written, so they read 0 (their initial
+    value) and the flag costs no 32-bit gate (26 LUT4 on the ULX3S tile). About 1 place a bit
+    of the pending registers, 8 LUT-RAM cells for each read port and a 32-bit adder (a second
+    of each with ``adders=2``); a counter of its own took a 32-bit adder and its 32 bits of
+    the READ multiplexer.
 
     Latency: ``inc`` is counted in the cycle it is given. Bad input: none (``read`` in two
     cycles in a row would stretch a visit; the READ engine never does it).
@@ -108,7 +110,10 @@ class CounterBank(wiring.Component):
         m = Module()
         log_tok = self.params.n_tok.bit_length() - 1
         port = self.port
-        store = m.submodules.store = Memory(shape=32, depth=len(BANKED), init=[])
+        # twice the entries: the upper half is never written and reads 0 (the LUT RAM's initial
+        # value), so an entry not written since reset is read from its twin there, an address
+        # bit instead of a 32-bit gate after the read port (a 16-word LUT RAM is the same cells)
+        store = m.submodules.store = Memory(shape=32, depth=2 * len(BANKED), init=[])
         visit = Signal(range(len(BANKED)))         # the entry that takes its pending count
         written = Signal(len(BANKED))              # entries written since reset
         pending = []
@@ -138,9 +143,9 @@ class CounterBank(wiring.Component):
             delta = Signal(signed(width))
             total = Signal(32)
             m.d.comb += [
-                rp.addr.eq(at),
+                rp.addr.eq(Cat(at, ~written.bit_select(at, 1))),
                 delta.eq(Array(pending)[at] - less),
-                total.eq(Mux(written.bit_select(at, 1), rp.data, 0) + delta),
+                total.eq(rp.data + delta),
             ]
             sums.append(total)
         wp = store.write_port()

@@ -13,7 +13,8 @@ __all__ = ["RowSplit", "below"]
 def below(value, bound):
     """``value < bound`` for an unsigned ``value`` and a constant ``bound``, with the bound's low
     zero bits left out: ``bound = m << k`` is ``value >> k < m``, and for ``m == 1`` (a power of
-    two) that is "no bit set from ``k`` up", a few LUTs. Yosys maps a comparison with a constant
+    two) that is "no bit set from ``k`` up", a few LUTs; for an ``m`` of up to 4 bits, no bit set
+    above them and a table of the 4. Yosys maps a comparison with a constant
     to a carry chain over every bit (1 place a bit); the core's bounds are mostly powers of two."""
     value = Value.cast(value)
     if value.shape().signed:
@@ -25,6 +26,12 @@ def below(value, bound):
     k = (bound & -bound).bit_length() - 1
     if bound >> k == 1:
         return ~value[k:].any()
+    # a small odd part (the counters' 9 words): no bit set above its width, and the bits below
+    # it looked up in a table (one LUT4), not a carry chain over every bit
+    n = (bound >> k).bit_length()
+    if n <= 4:
+        table = Const((1 << (bound >> k)) - 1, 1 << n)       # bit i set for i < bound >> k
+        return ~value[k + n:].any() & table.bit_select(value[k:k + n], 1)
     return value[k:] < bound >> k
 
 

@@ -160,15 +160,26 @@ class FixedPoint:
 
     def requantise(self, acc, *, m=None):
         """``(operand, overflow)``: ``acc`` shifted right by ``frac_bits`` (round half to even),
-        saturated to ``operand_shape`` (:func:`saturate`)."""
+        saturated to ``operand_shape`` (as :func:`saturate` would).
+
+        The rounding increment runs over the operand's ``width`` bits only, not the whole
+        ``floor`` (8 carry cells fewer for int16): above them it can only carry out of an
+        all-ones low part, which bit ``width - 1`` of the sum shows. With ``h`` the bits of
+        ``floor`` above ``width - 1``, ``b`` bit ``width - 1`` and ``r`` that bit of the sum,
+        the rounded value fits when ``h`` is all ones and ``b | r`` (the upper part ends at -1,
+        or -2 carried up to -1), or ``h`` is all zeros and ``~b & ~r`` (it stays 0); otherwise
+        it is past the limit on the side of ``floor``'s sign."""
         acc = acc.as_signed()
         f = self.frac_bits
         if f == 0:
-            rounded = acc
-        else:
-            floor = acc >> f
-            rest = acc[:f]
-            half = 1 << (f - 1)
-            up = (rest[f - 1] & (rest[:f - 1] != 0)) | ((rest == half) & floor[0])
-            rounded = floor + up
-        return saturate(rounded, self.width)
+            return saturate(acc, self.width)
+        floor = acc >> f
+        rest = acc[:f]
+        half = 1 << (f - 1)
+        up = (rest[f - 1] & (rest[:f - 1] != 0)) | ((rest == half) & floor[0])
+        w = self.width
+        low = (floor[:w] + up)[:w]
+        h, b, r = floor[w:], floor[w - 1], low[w - 1]
+        fits = (h.all() & (b | r)) | (~h.any() & ~b & ~r)
+        limit = Mux(floor[-1], Const(1 << (w - 1), w), Const((1 << (w - 1)) - 1, w))
+        return Mux(fits, low, limit).as_signed(), ~fits
