@@ -224,7 +224,7 @@ class InputSorter(wiring.Component):
             # into an empty FIFO (by then at most one word in it: the bypass waits for a psum
             # on ``i``); ramp psums are rare (the tile's take the bypass).
             entering = self.i.valid & to_cmd & ~discard
-            room_after = Mux(entering, cmdq.level < self.cmd_depth - 1, cmdq.w.ready)
+            room_after = Mux(entering, ~cmdq.fill[self.cmd_depth - 2], cmdq.w.ready)
             new_col = arg[:width] == col
             selected_after = Mux(self.i.valid & is_select, new_col & ~arg[width:].any(),
                                  selected)

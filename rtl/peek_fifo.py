@@ -1,7 +1,7 @@
 """Small synchronous FIFOs in LUT RAM: one whose first two entries can both be read, and both
 taken at once (:class:`PeekFIFO`), and a plain one (:class:`LutFIFO`)."""
 
-from amaranth.hdl import Module, Mux, Shape, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -54,8 +54,10 @@ class PeekFIFO(wiring.Component):
     without ``peek_shape``): the core keeps 9 bits of what its dispatcher needs to know about the
     command behind, not a second copy of 35 (on the ECP5 the core's 4 x 38 bits took 159
     flip-flops and their two read multiplexers; two copies 20 distributed-RAM cells; now 12).
-    ``valid``, ``next_valid`` and ``w.ready`` are registers (the ramp's accept depends on
-    ``w.ready``), set from the level the cycle will leave.
+    The level is a thermometer of flip-flops (``fill``), not a count: ``valid``, ``next_valid``
+    and ``w.ready`` are its bits (the ramp's accept depends on ``w.ready``), and each bit's next
+    value is one of its neighbours', picked by the number taken and the write (no subtraction
+    or comparison: on the ECP5 about 10 LUT4s fewer than a 3-bit level and its compares).
 
     With a ``held_shape``, each entry's ``w_held`` part (written beside it) is also kept, while
     the entry is the head, in flip-flops (``r.held``): what the reader decides from first
@@ -85,8 +87,8 @@ class PeekFIFO(wiring.Component):
         Only with a ``held_shape``: the part of ``w.payload`` kept for ``r.held``.
     r : Out(PeekSignature(shape, peek_shape, held_shape))
         Read side: the first two entries.
-    level : Out
-        Entries held.
+    fill : Out(depth)
+        Entries held, as a thermometer: bit ``k`` is set while more than ``k`` are.
 
     Parameters
     ----------
@@ -106,7 +108,7 @@ class PeekFIFO(wiring.Component):
         members = {
             "w": In(stream.Signature(shape)),
             "r": Out(PeekSignature(shape, peek_shape, held_shape)),
-            "level": Out(range(depth + 1)),
+            "fill": Out(depth),
         }
         if peek_shape is not None:
             members["w_peek"] = In(peek_shape)
@@ -130,7 +132,7 @@ class PeekFIFO(wiring.Component):
         write_port = store.write_port()
         rd = Signal(range(D))
         wr = Signal(range(D))
-        ready = Signal(init=1)
+        fill = self.fill
 
         def after(pointer, steps):
             total = pointer + steps
@@ -138,9 +140,10 @@ class PeekFIFO(wiring.Component):
 
         taken = Signal(range(3))
         r = self.r
+        ready = self.w.ready
         written = self.w.valid & ready
         m.d.comb += [
-            self.w.ready.eq(ready),
+            r.valid.eq(fill[0]), r.next_valid.eq(fill[1]), self.w.ready.eq(~fill[D - 1]),
             head_port.addr.eq(rd), next_port.addr.eq(after(rd, 1)),
             r.head.eq(head_port.data), r.next.eq(next_port.data),
             taken.eq(Mux(r.take2 & r.next_valid, 2, r.take & r.valid)),
@@ -167,31 +170,32 @@ class PeekFIFO(wiring.Component):
             head = Signal(self.held_shape, reset_less=True)
             m.d.comb += r.held.eq(head)
 
+        def filled(k):
+            """Whether more than ``k`` entries are held (``k`` past either end: a constant)."""
+            return C(1, 1) if k < 0 else C(0, 1) if k >= D else fill[k]
+
         # Every outcome is worked out from registers for each number of entries taken; the
         # reader's take (late: the dispatcher's decision) and the write (from the ramp) only
-        # pick one (no subtraction or comparison after them).
+        # pick one: the thermometer shifted by ``t - written`` (no arithmetic after them).
         with m.Switch(taken):
             for t in range(3):
                 with m.Case(t):
-                    left = self.level - t               # the level after this cycle's reads
                     m.d.sync += rd.eq(after(rd, t))
                     with m.If(written):
-                        m.d.sync += [wr.eq(after(wr, 1)), self.level.eq(left + 1),
-                                     r.valid.eq(1), r.next_valid.eq(left >= 1),
-                                     ready.eq(left < D - 1)]
+                        m.d.sync += [wr.eq(after(wr, 1)),
+                                     fill.eq(Cat(filled(k + t - 1) for k in range(D)))]
                     with m.Else():
-                        m.d.sync += [self.level.eq(left), r.valid.eq(left >= 1),
-                                     r.next_valid.eq(left >= 2), ready.eq(left < D)]
+                        m.d.sync += fill.eq(Cat(filled(k + t) for k in range(D)))
                     if head is None:
                         continue
                     # the next head: the entry ``t`` behind this one if there is one, else
                     # the entry written now, if any (nothing reads ``held`` while the FIFO is
                     # empty, so ``w.valid``, late in the cycle, need not decide it)
                     if t == 0:
-                        with m.If(self.level == 0):
+                        with m.If(~fill[0]):
                             m.d.sync += head.eq(self.w_held)
                     else:
-                        m.d.sync += head.eq(Mux(self.level > t, behind[t - 1].data,
+                        m.d.sync += head.eq(Mux(filled(t), behind[t - 1].data,
                                                 self.w_held))
         return m
 
