@@ -1,7 +1,7 @@
 """The core's accumulator buffers: one bank per lane in each buffer, the active buffer the MACs
 add into, and the queue of retired buffers the partial-sum engine reduces."""
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -120,9 +120,11 @@ class AccBuffers(wiring.Component):
         # Which words of each buffer hold a sum: a MAC's write sets a word's bit, a buffer's
         # bits all clear as it becomes active (below; the engine has read every word of it).
         # A word whose bit is clear reads 0, so the engine's clears need no write port: each
-        # bank is one memory written by its MAC alone.
-        held = [Array(Signal(p.tpb, name=f"held{b}_{k}") for k in range(n_buf))
-                for b in range(p.lanes)]
+        # bank is one memory written by its MAC alone. The bits are a LUT RAM too, a word of
+        # ``tpb`` bits per buffer, and a ``fresh`` flag per buffer (all set at reset) says its
+        # word is all clear whatever the RAM holds: the MAC's first write to the buffer writes
+        # the word from 0 (a read-modify-write like every set), so a clear is one flip-flop.
+        fresh = [Signal(n_buf, name=f"fresh{b}", init=(1 << n_buf) - 1) for b in range(p.lanes)]
         buf_next = after(buf)
 
         # The buffer the engine reads (or would: its address is presented before ``read`` is
@@ -139,11 +141,22 @@ class AccBuffers(wiring.Component):
             mac_rp = acc.read_port(domain="comb")
             engine_rp = acc.read_port(domain="comb")
             at = Cat(mac.write_index, s2_buf)
+            flags = m.submodules[f"held{b}"] = Memory(shape=p.tpb, depth=n_buf, init=[])
+            flags_wp = flags.write_port()
+            mac_fp = flags.read_port(domain="comb")
+            engine_fp = flags.read_port(domain="comb")
+            mac_held = Signal(p.tpb, name=f"mac{b}_held")
+            m.d.comb += [
+                mac_fp.addr.eq(s2_buf), engine_fp.addr.eq(engine_buf),
+                mac_held.eq(Mux(fresh[b].bit_select(s2_buf, 1), 0, mac_fp.data)),
+                flags_wp.addr.eq(s2_buf), flags_wp.en.eq(mac.write),
+                flags_wp.data.eq(mac_held | (Const(1, p.tpb) << mac.write_index)),
+            ]
             m.d.comb += [
                 wp.addr.eq(at), wp.data.eq(mac.write_data), wp.en.eq(mac.write),
                 # the MAC's read-modify-write, all in one cycle: the word as it is (0 if not held)
                 mac_rp.addr.eq(at),
-                mac.data.eq(Mux(held[b][s2_buf].bit_select(mac.write_index, 1), mac_rp.data, 0)),
+                mac.data.eq(Mux(mac_held.bit_select(mac.write_index, 1), mac_rp.data, 0)),
                 engine_rp.addr.eq(Cat(drain.read_index, engine_buf)),
             ]
             # The engine's word, registered as it is read and held until it reads again; it
@@ -152,7 +165,8 @@ class AccBuffers(wiring.Component):
             # before it is used): the flip-flops' reset input is free for the "not held" zero.
             engine_word = Signal(p.fmt.acc_shape, name=f"engine{b}_word", reset_less=True)
             hit = mac.write & (s2_buf == engine_buf) & (mac.write_index == drain.read_index)
-            held_word = held[b][engine_buf].bit_select(drain.read_index, 1)
+            held_word = (~fresh[b].bit_select(engine_buf, 1)
+                         & engine_fp.data.bit_select(drain.read_index, 1))
             with m.If(drain.read & (drain.read_bank == b)):
                 with m.If(~hit & ~held_word):
                     m.d.sync += engine_word.eq(0)
@@ -166,10 +180,9 @@ class AccBuffers(wiring.Component):
         m.d.sync += [clear.eq(self.retire), cleared.eq(buf_next)]
         for b, mac in enumerate(macs):
             for k in range(n_buf):
-                for i in range(p.tpb):
-                    with m.If(clear & (cleared == k)):
-                        m.d.sync += held[b][k][i].eq(0)
-                    with m.Elif(mac.write & (s2_buf == k) & (mac.write_index == i)):
-                        m.d.sync += held[b][k][i].eq(1)
+                with m.If(clear & (cleared == k)):
+                    m.d.sync += fresh[b][k].eq(1)
+                with m.Elif(mac.write & (s2_buf == k)):
+                    m.d.sync += fresh[b][k].eq(0)
         m.d.comb += drain.data.eq(Array(engine_data)[drain.add_bank])
         return m
