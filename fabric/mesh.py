@@ -21,7 +21,7 @@ from wse.rtl.wavelet import COLOR_BITS, DATA_BITS, Direction, Wavelet
 
 from .config import MeshConfig
 
-__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "skid_ports", "tile_verilog",
+__all__ = ["Mesh", "AxiStreamMesh", "port_name", "edge_ports", "tile_verilog",
            "TILE_MODULE"]
 
 #: Verilog module name of the one tile every position of a shared-tile mesh instantiates.
@@ -99,7 +99,7 @@ class Mesh(wiring.Component):
                     psum_depth=self.config.psum_depth,
                     counter_adders=self.config.counter_adders,
                     held_copies=self.config.held_copies, tag_slots=self.config.tag_slots,
-                    crossbar=self.config.crossbar, skids=skid_ports(self.config, r, c))
+                    crossbar=self.config.crossbar)
 
     def strapped_tile(self):
         """The tile every position of a shared-tile mesh is (its straps unconnected)."""
@@ -159,22 +159,12 @@ class Mesh(wiring.Component):
         return m
 
 
-def skid_ports(config, r=None, c=None):
-    """The outputs of tile ``(r, c)`` that lead to another tile (those get a skid buffer); of
-    any tile when ``r`` and ``c`` are not given (the shared tile module)."""
-    if r is None:
-        return ("NS" if config.rows > 1 else "") + ("EW" if config.cols > 1 else "")
-    steps = {"N": (-1, 0), "E": (0, 1), "S": (1, 0), "W": (0, -1)}
-    return "".join(d for d, (dr, dc) in steps.items()
-                   if 0 <= r + dr < config.rows and 0 <= c + dc < config.cols)
-
-
 def _strapped_tile(config):
     plan = config.plan
     return Tile(config.core(0, 0), straps=True, n_colors=plan.n_colors, cfg_color=plan.cfg_color,
                 depth=config.depth, acc_buffers=config.acc_buffers, psum_depth=config.psum_depth,
                 counter_adders=config.counter_adders, held_copies=config.held_copies,
-                tag_slots=config.tag_slots, crossbar=config.crossbar, skids=skid_ports(config))
+                tag_slots=config.tag_slots, crossbar=config.crossbar)
 
 
 @cache

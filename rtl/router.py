@@ -47,7 +47,8 @@ class Router(wiring.Component):
     kept per (input port, color); nothing is lost under backpressure.
 
     Bad input: a wavelet whose color has no route, whose route does not accept its input port,
-    or whose route has no output, is dropped on arrival, and so is a configuration wavelet
+    or whose route has no output, is dropped as it is taken (once its queue has room: an
+    input's ``ready`` never depends on the route lookup), and so is a configuration wavelet
     naming a color outside the table or an unknown operation. Drops count in ``drops``
     (saturating, a cycle late) and set the sticky ``error``; the router keeps running.
 

@@ -53,8 +53,12 @@ class RouterInput(wiring.Component):
       ``tx`` mask; a configuration to forward leaves with ``hops - 1``. A wavelet of a torn-down
       color is queued flagged ``torn``.
 
-    ``i.ready`` is high when the wavelet can be disposed of this cycle: its queue has room and,
-    if it needs one, the update engine takes it.
+    ``i.ready`` is high when the input is not waiting for an update of its own and the
+    wavelet's queue has room, or the wavelet is a configuration for this router (applied or
+    dropped without a queue). A wavelet to drop waits for room like any other: ``i.ready``
+    follows from the color (its queue), a configuration's ``hops`` and flip-flops, never from
+    the route lookup, so the output that offers the wavelet (a neighbouring tile's) learns in
+    the same cycle whether it is taken without a skid buffer between (``docs/router.md``).
 
     **Queues.** ``n_queues`` circular buffers of ``depth`` :class:`QueueEntry` in one LUT RAM;
     with ``depth=2`` and ``tag_slots`` the :class:`QueueTag` part is in two small ones instead,
@@ -244,9 +248,11 @@ class RouterInput(wiring.Component):
         with m.Elif(self.update.ready):
             m.d.sync += slot_valid.eq(0)
 
-        # Taking the arriving wavelet.
+        # Taking the arriving wavelet: not decided by the lookup (a wavelet to drop waits for
+        # room in its queue), so that a neighbour's output register, the color it offers and
+        # this input's flip-flops are the whole path into that neighbour's allocator.
         take = Signal()
-        m.d.comb += take.eq(self.enable & ~lock & (consume | drop | room))
+        m.d.comb += take.eq(self.enable & ~lock & (consume | room))
         m.d.comb += self.i.ready.eq(take)
         push = self.i.valid & take & enqueue
         entry = Signal(QueueEntry)

@@ -20,7 +20,6 @@ from .isa import (
     route_straps_value,
 )
 from .router import Router
-from .skid import SkidBuffer
 from .wavelet import MAX_COLORS, Direction, Wavelet
 
 __all__ = ["Tile", "MESH_PORTS", "strap_values"]
@@ -51,8 +50,8 @@ class Tile(wiring.Component):
     must refuse never stands in front of a psum. The ramp is a register like the router's
     other outputs and the core's ``accept`` a promise for the next cycle
     (``Core(registered_ramp=True)``): the core takes the ramp's word at once (``docs/pe.md``,
-    "The ramp: the core says what it can take"). The core's output reaches the ramp input
-    through a :class:`~rtl.skid.SkidBuffer`.
+    "The ramp: the core says what it can take"). The core's output goes straight to the ramp
+    input.
 
     Psums bypass the router: a wavelet of the core's ``psum_from_n`` color arriving on ``i_n``
     (``psum_from_s`` on ``i_s``) goes straight into the core's psum FIFO, so the owner of an
@@ -70,10 +69,6 @@ class Tile(wiring.Component):
         held copies (:class:`~rtl.core.Core`).
     straps : bool
         Routes, colors, row and column from input ports (below).
-    skids : str
-        The mesh outputs (of ``"NESW"``) that get a :class:`~rtl.skid.SkidBuffer`: those that
-        lead to another tile (a mesh leaves them out where no tile is, e.g. all four in a
-        1x1, where they would only cost logic cells).
     **router_kwargs
         Passed to :class:`~rtl.router.Router` (``n_colors``, ``depth``, ``cfg_color``,
         ``cfg_route``, ``counter_width``); ``n_queues``, ``queue_map`` and ``ramp_rotates``
@@ -83,10 +78,12 @@ class Tile(wiring.Component):
     -------
     i_n, i_e, i_s, i_w : In(stream.Signature(Wavelet))
     o_n, o_e, o_s, o_w : Out(stream.Signature(Wavelet))
-        The router's mesh ports (the ramp stays inside). Each output named in ``skids`` goes
-        through a :class:`~rtl.skid.SkidBuffer`: no cycle added, and the router sees a
-        registered ``ready``, so a neighbour's ``ready`` (which depends on the color it is
-        offered) never reaches this router's allocator in the same cycle (``docs/router.md``).
+        The router's mesh ports (the ramp stays inside). Each output is the router's output
+        register; an input's ``ready`` follows from the color offered (its queue, or the
+        core's psum FIFO), a configuration's ``hops`` and flip-flops, never from a route
+        lookup (:class:`~rtl.router_input.RouterInput`), so the path from one tile's output
+        register through its neighbour's ``ready`` back into its allocator is a few LUTs long
+        and the links need no skid buffers (``docs/router.md``).
     drops, error : Out
         The router's drop counter and sticky error.
     core_error, overflow : Out(1)
@@ -102,15 +99,12 @@ class Tile(wiring.Component):
     """
 
     def __init__(self, core, *, routes=None, acc_buffers=2, psum_depth=4, counter_adders=1,
-                 held_copies=1, straps=False, skids="NESW", **router_kwargs):
+                 held_copies=1, straps=False, **router_kwargs):
         if not isinstance(core, CoreParams):
             raise TypeError(f"core must be a CoreParams, not {core!r}")
         for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept", "u_turns"):
             if name in router_kwargs:
                 raise ValueError(f"{name} is set by the tile, not by its caller")
-        if not isinstance(skids, str) or set(skids) - set("NESW"):
-            raise ValueError(f"skids must be a string of N, E, S, W, not {skids!r}")
-        self.skids = "".join(d for d in "NESW" if d in skids)
         psum_colors = {core.colors.psum_from_n, core.colors.psum_from_s}
         self.core_params = core
         self.straps = bool(straps)
@@ -144,15 +138,12 @@ class Tile(wiring.Component):
         m.submodules.router = router = self.router
         m.submodules.core = core = self.core
         wiring.connect(m, router.o_r, core.i)
-        # the core's output reaches the ramp through a skid buffer: the router input's
-        # ``ready`` (its route lookup) stops at a register instead of running into the core
-        ramp_skid = m.submodules.skid_r = SkidBuffer(Wavelet)
-        wiring.connect(m, core.o, ramp_skid.i)
-        wiring.connect(m, ramp_skid.o, router.i_r)
+        # the ramp input's ``ready`` follows from the color the core offers and flip-flops
+        # (no route lookup), so the core's output goes to it without a skid buffer
+        wiring.connect(m, core.o, router.i_r)
         colors = self.strap_core if self.straps else self.core_params.colors
         bypass = {Direction.N: (colors.psum_from_n, core.psum_n_in),
                   Direction.S: (colors.psum_from_s, core.psum_s_in)}
-        skids = [ramp_skid]
         for d in MESH_PORTS:
             name = d.name.lower()
             inp, rin = getattr(self, f"i_{name}"), getattr(router, f"i_{name}")
@@ -166,17 +157,12 @@ class Tile(wiring.Component):
                 ]
             else:
                 wiring.connect(m, wiring.flipped(inp), rin)
-            out = getattr(router, f"o_{name}")
-            if d.name in self.skids:
-                skid = m.submodules[f"skid_{name}"] = SkidBuffer(Wavelet)
-                skids.append(skid)
-                wiring.connect(m, out, skid.i)
-                out = skid.o
-            wiring.connect(m, out, wiring.flipped(getattr(self, f"o_{name}")))
+            wiring.connect(m, getattr(router, f"o_{name}"),
+                           wiring.flipped(getattr(self, f"o_{name}")))
         m.d.comb += [
             self.drops.eq(router.drops), self.error.eq(router.error),
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
-            self.idle.eq(router.idle & core.idle & ~Cat(s.full for s in skids).any()),
+            self.idle.eq(router.idle & core.idle),
         ]
         # the core's answer for the head each router input offers, by the head's class: the
         # same function as the chain of multiplexers (psum from N, psum from S, command, else

@@ -614,6 +614,23 @@ def test_input_drops_and_counts(arrival, cfg_route):
     assert [(offer, request) for _, offer, request, _ in requested(log)] == [(word(0, 2), E)]
 
 
+def test_input_ready_never_follows_the_route_lookup():
+    """A wavelet to drop waits for room in its queue like any other (``i.ready`` follows from
+    the queue's level, not the lookup), and is dropped when taken; a configuration for this
+    router needs no room and is taken at once. So the port before needs no skid buffer."""
+    bench = InputBench(table=TABLE, n_queues=1, depth=2)
+    consumed = word(CFG, config_switch(1, ControlOp.RESET))
+    arrivals = [word(0, 1), word(0, 2), consumed, word(4, 3), word(0, 4)]
+    log = bench.run(arrivals, 14, served=lambda cycle, request, offer: request * (cycle >= 8))
+    taken = {e["taken"]: e["cycle"] for e in log if e["taken"] is not None}
+    # the queue is full from cycle 2: the configuration is taken then, the wavelet to drop
+    # (its port is not in its color's rx) only once the head leaves in cycle 8
+    assert [taken[w] for w in arrivals] == [0, 1, 2, 9, 10]
+    assert [e["cycle"] for e in log if e["drops"]] == [9]
+    assert requested(log)[:2] == [(c, word(0, 1), E, 0) for c in (1, 2)]
+    assert updates(log) and sum(e["drops"] for e in log) == 1
+
+
 def test_input_takes_nothing_while_disabled():
     bench = InputBench(table=TABLE)
     dut = bench.dut

@@ -1,8 +1,6 @@
-"""The stream stages of rtl/skid.py in Amaranth's simulator. The skid buffer at the tile's mesh
-outputs against a one-entry reference: same words in the same order, none lost or doubled, no
-cycle added while it is empty, ``i.ready`` a register, and ``o`` holding its word until it is
-taken. The register stage at the bridge's intakes: the same words in order at one a cycle, one
-cycle later, every output a register."""
+"""The stream stage of rtl/skid.py in Amaranth's simulator: the register stage at the bridge's
+intakes, the same words in order at one a cycle, one cycle later, every output a register. And
+the mesh configuration's choices reaching the tiles of either kind of mesh."""
 
 import random
 
@@ -11,12 +9,11 @@ from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from wse.fabric.config import MeshConfig
-from wse.fabric.mesh import Mesh, skid_ports
-from wse.rtl.skid import RegisterStage, SkidBuffer
-from wse.rtl.tile import Tile
+from wse.fabric.mesh import Mesh
+from wse.rtl.skid import RegisterStage
 
 
-def run(offers, readies, stage=SkidBuffer):
+def run(offers, readies, stage=RegisterStage):
     """Offer the words of ``offers`` in order (each held until taken) with ``o.ready`` from
     ``readies``, checking within every cycle that ``i.ready`` does not follow ``o.ready``;
     one record per cycle."""
@@ -35,9 +32,8 @@ def run(offers, readies, stage=SkidBuffer):
             ctx.set(dut.o.ready, ready)
             i_ready = ctx.get(dut.i.ready)
             assert i_ready == before[0], "i.ready followed o.ready within the cycle"
-            if stage is RegisterStage:
-                assert (ctx.get(dut.o.valid), ctx.get(dut.o.payload)) == before[1:], \
-                    "o followed i or o.ready within the cycle"
+            assert (ctx.get(dut.o.valid), ctx.get(dut.o.payload)) == before[1:], \
+                "o followed i or o.ready within the cycle"
             record = {"cycle": cycle, "in": word if word is not None and i_ready else None,
                       "i_ready": i_ready, "o_valid": ctx.get(dut.o.valid),
                       "o": ctx.get(dut.o.payload), "taken": ctx.get(dut.o.valid) and ready}
@@ -51,55 +47,6 @@ def run(offers, readies, stage=SkidBuffer):
     sim.add_testbench(bench)
     sim.run()
     return log
-
-
-def reference(offers, readies):
-    """The words the buffer hands out and the cycle of each: a one-entry spare that fills when
-    the output refuses a word the input hands over."""
-    pending, spare, word, out = list(offers), None, None, []
-    for cycle, ready in enumerate(readies):
-        if word is None and pending:
-            word = pending.pop(0)
-        if spare is not None:
-            if ready:
-                out.append((cycle, spare))
-                spare = None
-            continue                                   # i.ready low: the input waits
-        if word is not None:
-            if ready:
-                out.append((cycle, word))
-            else:
-                spare = word
-            word = None
-    return out
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_skid_buffer_matches_the_reference_under_random_backpressure(seed):
-    rng = random.Random(seed)
-    offers = [rng.randrange(1, 1 << 16) for _ in range(300)]
-    readies = [int(rng.random() < (0.3, 0.6, 0.9)[seed % 3]) for _ in range(800)]
-    log = run(offers, readies)
-    got = [(e["cycle"], e["o"]) for e in log if e["taken"]]
-    assert got == reference(offers, readies)
-    assert [w for _, w in got] == offers[:len(got)] and len(got) > 100
-
-
-def test_skid_buffer_adds_no_cycle_while_empty():
-    offers = list(range(1, 21))
-    log = run(offers, [1] * 20)
-    assert [(e["cycle"], e["o"]) for e in log if e["taken"]] == list(enumerate(offers))
-    assert all(e["i_ready"] for e in log)
-
-
-def test_skid_buffer_holds_its_word_until_taken():
-    """The stream rule on ``o``: once valid, the same word stays until a cycle with ready."""
-    log = run([7, 8, 9], [0, 0, 0, 1, 0, 1, 1, 1])
-    shown = [(e["o_valid"], e["o"], e["taken"]) for e in log]
-    assert shown[:4] == [(1, 7, 0), (1, 7, 0), (1, 7, 0), (1, 7, 1)]
-    assert shown[4:7] == [(1, 8, 0), (1, 8, 1), (1, 9, 1)]
-    # the spare filled in cycle 0 (7 refused), so the input waited until 7 left
-    assert [e["i_ready"] for e in log[:5]] == [1, 0, 0, 0, 1]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -138,17 +85,6 @@ def test_register_stage_refills_without_a_bubble_after_a_stall():
     assert [e["i_ready"] for e in log[:5]] == [1, 1, 0, 0, 1]
 
 
-def test_mesh_puts_skid_buffers_only_where_a_tile_has_a_neighbour():
-    assert skid_ports(MeshConfig(rows=1, cols=1)) == ""                 # the iCEBreaker's 1x1
-    assert skid_ports(MeshConfig(rows=1, cols=3)) == "EW"
-    config = MeshConfig(rows=3, cols=2)
-    assert skid_ports(config) == "NSEW"
-    assert [skid_ports(config, r, c) for r in range(3) for c in range(2)] == [
-        "ES", "SW", "NES", "NSW", "NE", "NW"]
-    tile = Mesh(config, shared_tile=False).tile(1, 0)
-    assert tile.skids == "NES"
-
-
 @pytest.mark.parametrize("copies", [1, 2])
 def test_mesh_config_reaches_the_core_of_either_kind_of_tile(copies):
     """``held_copies`` and ``counter_adders`` reach the core of a per-position tile and of the
@@ -184,9 +120,3 @@ def test_the_crossbar_choice_reaches_the_router_of_either_kind_of_tile(crossbar)
         assert tile.router.crossbar == crossbar
         text = rtlil.convert(tile.router)
         assert ("o0_s1" in text) == (crossbar == "binary")
-
-
-@pytest.mark.parametrize("bad", ["X", 3, "NN E"])
-def test_tile_refuses_bad_skid_ports(bad):
-    with pytest.raises(ValueError, match="skids must be a string of N, E, S, W"):
-        Tile(MeshConfig().core(0, 0), skids=bad)
