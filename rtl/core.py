@@ -209,6 +209,7 @@ class Core(wiring.Component):
                 lane.weight.eq(value), lane.zero_weight.eq(zero_value),
                 lane.load.eq(load & (t_of_ptr[:log_lanes] == b)),
                 lane.load_index.eq(t_of_ptr >> log_lanes), lane.load_value.eq(value),
+                lane.load_zero.eq(zero_value),
                 lane.gate_arg.eq(mask_arg), lane.gate_reset.eq(accs.retire),
             ]
 
@@ -216,9 +217,9 @@ class Core(wiring.Component):
         with m.If(reader.active):
             pass                                           # the READ engine's cycle
         with m.Elif(cmd.valid):
-            with m.If(~held.is_cmd & ~is_weight):                                 # foreign
-                m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
-            with m.Elif(is_data & ~is_weight):                                    # LOAD
+            # a foreign color, an AXPY of a slot outside X and a CR of a result slot outside
+            # Y come as an unknown opcode (the sorter's ``DROPPED_OP``): dropped, an error
+            with m.If(is_data & ~is_weight):                                      # LOAD
                 m.d.comb += [pop.eq(1), busy.eq(1)]
                 m.d.sync += ptr.eq(ptr + 1)
                 with m.If(below(ptr, p.n_feat * p.n_tok)):
@@ -226,8 +227,7 @@ class Core(wiring.Component):
                 with m.Else():
                     m.d.comb += error_now.eq(1)
             with m.Elif(is_data):                                                 # AXPY
-                self._axpy(m, inc, zero_value, held.slot_ok, lanes, active, walk, pop, busy,
-                           error_now, axpy_done)
+                self._axpy(m, inc, zero_value, lanes, active, walk, pop, busy, axpy_done)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), busy.eq(1)]
                 m.d.sync += ptr.eq(data.View(AddrArg, arg).addr)
@@ -237,9 +237,7 @@ class Core(wiring.Component):
                 with m.Else():
                     m.d.comb += [pop.eq(1), busy.eq(1), reader.start.eq(1)]
             with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
-                with m.If(~held.cr_ok):
-                    m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
-                with m.Elif(accs.full):
+                with m.If(accs.full):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
@@ -300,24 +298,20 @@ class Core(wiring.Component):
                                    | engine.y_write | self.o.valid))
         return m
 
-    def _axpy(self, m, inc, zero_value, slot_ok, lanes, active, walk, pop, busy, error_now,
-              axpy_done):
-        """One cycle of an AXPY: every lane issues the lowest nonzero token it has left."""
+    def _axpy(self, m, inc, zero_value, lanes, active, walk, pop, busy, axpy_done):
+        """One cycle of an AXPY (of a slot in ``X``: the sorter made any other an unknown
+        opcode): every lane issues the lowest nonzero token it has left."""
         p = self.params
-        m.d.comb += busy.eq(1)
-        with m.If(~slot_ok):
-            m.d.comb += [pop.eq(1), error_now.eq(1)]
+        m.d.comb += [busy.eq(1), walk.eq(1)]
+        with m.If(Cat(lane.done for lane in lanes).all()):
+            m.d.comb += [pop.eq(1), axpy_done.eq(1)]
+            m.d.sync += active.eq(0)
         with m.Else():
-            m.d.comb += walk.eq(1)
-            with m.If(Cat(lane.done for lane in lanes).all()):
-                m.d.comb += [pop.eq(1), axpy_done.eq(1)]
-                m.d.sync += active.eq(0)
+            m.d.sync += active.eq(1)
+        with m.If(~active):
+            nonzero = sum(lane.nonzero for lane in lanes)
+            with m.If(~zero_value):
+                m.d.comb += [inc.macs_issued.eq(nonzero),
+                             inc.macs_skipped_act.eq(p.n_tok - nonzero)]
             with m.Else():
-                m.d.sync += active.eq(1)
-            with m.If(~active):
-                nonzero = sum(lane.nonzero for lane in lanes)
-                with m.If(~zero_value):
-                    m.d.comb += [inc.macs_issued.eq(nonzero),
-                                 inc.macs_skipped_act.eq(p.n_tok - nonzero)]
-                with m.Else():
-                    m.d.comb += inc.macs_skipped_weight.eq(1)
+                m.d.comb += inc.macs_skipped_weight.eq(1)

@@ -91,8 +91,10 @@ class AxpyLane(wiring.Component):
         first cycle.
     done : Out(1)
         This bank has no token left after this cycle's.
-    load, load_index, load_value : In
-        LOAD: ``X[feature][load_index] := load_value`` and its mask bit.
+    load, load_index, load_value, load_zero : In
+        LOAD: ``X[feature][load_index] := load_value`` and its mask bit, ``~load_zero``
+        (whether ``load_value`` is zero: the core has it in flip-flops, the command FIFO's
+        held part, so the lane does not work it out again from the value).
     gate_write, gate_arg : In
         MASK: the gate bits of this bank's tokens in chunk ``gate_arg.chunk`` := their bits of
         ``gate_arg.bits`` (``gate_arg.col`` is not looked at: the input sorter filtered it).
@@ -128,6 +130,7 @@ class AxpyLane(wiring.Component):
             "load":         In(1),
             "load_index":   In(range(tpb)),
             "load_value":   In(fmt.operand_shape),
+            "load_zero":    In(1),
             "gate_write":   In(1),
             "gate_arg":     In(MaskArg),
             "gate_reset":   In(1),
@@ -173,7 +176,7 @@ class AxpyLane(wiring.Component):
             x_wp.addr.eq(Cat(self.load_index, self.feature)), x_wp.data.eq(self.load_value),
             x_wp.en.eq(self.load),
             mask_wp.addr.eq(self.feature), mask_wp.en.eq(self.load),
-            mask_wp.data.eq(Mux(fmt.is_zero(self.load_value), mask & ~bit, mask | bit)),
+            mask_wp.data.eq(Mux(self.load_zero, mask & ~bit, mask | bit)),
         ]
 
         # The walk: the lowest remaining nonzero token, one a cycle.

@@ -274,6 +274,7 @@ def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
                 ctx.set(dut.load, 1)
                 ctx.set(dut.load_index, t)
                 ctx.set(dut.load_value, int(x[f, t]))
+                ctx.set(dut.load_zero, int(x[f, t] == 0))
                 await ctx.tick()
         ctx.set(dut.load, 0)
         for w, f in weights:
@@ -336,6 +337,7 @@ def test_axpy_lane_walks_only_the_tokens_its_gate_lets_through(n_tok, lanes, ban
                 ctx.set(dut.load, 1)
                 ctx.set(dut.load_index, i)
                 ctx.set(dut.load_value, int(x[f, i]))
+                ctx.set(dut.load_zero, int(x[f, i] == 0))
                 await ctx.tick()
         ctx.set(dut.load, 0)
         for step in steps:
