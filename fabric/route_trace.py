@@ -131,20 +131,25 @@ def find_cycle(graph):
     return None
 
 
-def dependency_graph(flows, hops_of, rows, cols, queue_of):
+def dependency_graph(flows, hops_of, rows, cols, queue_of, bypassed=None):
     """The channel dependency graph of the router queues: node ``(r, c, in_port, queue)``; an
     edge means a wavelet at that queue's head can wait for room in the next one. Cores and edge
     ports are sinks: a core takes every class on its own FIFO (the ramp offers only what the core
     promised to take, and an input moves on to its other queue while a head waits) and the host
-    drains the outlets."""
+    drains the outlets. ``bypassed(r, c, in_port, color)`` says which arrivals skip the router
+    into the core (a tile's psums): sinks too, never in a queue."""
     graph = {}
     for flow in flows:
         for r, c, port, d in hops_of[flow]:
+            if bypassed and bypassed(r, c, port, flow.color):
+                continue
             node = (r, c, port.name, queue_of(r, c, flow.color))
             graph.setdefault(node, {})
             if d == Direction.R or edge_port(rows, cols, r, c, d) is not None:
                 continue
             dr, dc = _STEP[d]
+            if bypassed and bypassed(r + dr, c + dc, d.opposite, flow.color):
+                continue
             nxt = (r + dr, c + dc, d.opposite.name, queue_of(r + dr, c + dc, flow.color))
             graph[node].setdefault(nxt, f"{flow.what} (color {flow.color}) going {d.name}")
             graph.setdefault(nxt, {})

@@ -158,10 +158,17 @@ class ColorPlan:
         return Position("W", "" if c == self.cols - 1 else "E")
 
     def queue_of(self, r, c, color):
-        """Router queue of ``color`` at tile ``(r, c)``: the core's psum inputs get queue 1
-        (:class:`~rtl.tile.Tile`), everything else queue 0."""
+        """Router queue of ``color`` at tile ``(r, c)``: 0, a tile's router has one queue per
+        input besides configuration's (:class:`~rtl.tile.Tile`; the psums a core takes skip
+        the router, :meth:`bypassed`)."""
+        return 0
+
+    def bypassed(self, r, c, port, color):
+        """Whether ``color`` arriving on ``port`` of tile ``(r, c)`` goes straight into its
+        core's psum FIFO (:class:`~rtl.tile.Tile`): ``psum_from_n`` on N, ``psum_from_s`` on S."""
         cc = self.core_colors(r, c)
-        return int(color in (cc.psum_from_n, cc.psum_from_s))
+        port = Direction(port)
+        return (port, color) in ((Direction.N, cc.psum_from_n), (Direction.S, cc.psum_from_s))
 
     @cached_property
     def ports(self):
@@ -242,7 +249,7 @@ class ColorPlan:
             if not cfg.rx & Direction.W.bit or (c < C - 1 and not cfg.tx & Direction.E.bit):
                 raise RoutePlanError(f"configuration from the west intake of row {r} does not "
                                      f"get past tile ({r},{c}) ({cfg!r})")
-        graph = dependency_graph(list(hops_of), hops_of, R, C, self.queue_of)
+        graph = dependency_graph(list(hops_of), hops_of, R, C, self.queue_of, self.bypassed)
         cycle = find_cycle(graph)
         if cycle:
             steps = "; ".join(f"tile ({r},{c}) {port} queue {q} waits on {why}"

@@ -76,6 +76,9 @@ class Core(wiring.Component):
         The router's ramp output is a register (the tile's): ``accept`` promises room for the
         word the router grants now on top of the one on ``i``
         (:class:`~rtl.core_input.InputSorter`).
+    ramp_psums : bool
+        Whether psums may come on ``i`` (:class:`~rtl.core_input.InputSorter`): a tile's come
+        on ``psum_n_in`` / ``psum_s_in`` alone, and a psum color on its ramp is a foreign one.
 
     Members
     -------
@@ -104,7 +107,7 @@ class Core(wiring.Component):
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, acc_buffers=2, straps=False,
-                 registered_ramp=False, counter_adders=1, held_copies=1):
+                 registered_ramp=False, counter_adders=1, held_copies=1, ramp_psums=True):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         cmd_depth = integer("cmd_depth", cmd_depth, 2)
@@ -116,6 +119,7 @@ class Core(wiring.Component):
         self.acc_buffers = acc_buffers
         self.straps = bool(straps)
         self.registered_ramp = bool(registered_ramp)
+        self.ramp_psums = bool(ramp_psums)
         self.counter_adders = integer("counter_adders", counter_adders, 1, 2)
         self.held_copies = integer("held_copies", held_copies, 1, 2)
         members = {
@@ -142,7 +146,8 @@ class Core(wiring.Component):
         sorter = m.submodules.sorter = InputSorter(p, cmd_depth=self.cmd_depth,
                                                    psum_depth=self.psum_depth, straps=self.straps,
                                                    registered_ramp=self.registered_ramp,
-                                                   held_copies=self.held_copies)
+                                                   held_copies=self.held_copies,
+                                                   ramp_psums=self.ramp_psums)
         engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
         accs = m.submodules.acc = AccBuffers(p, self.acc_buffers)
         reader = m.submodules.read = ReadEngine(p)

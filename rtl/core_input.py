@@ -1,6 +1,6 @@
 """The core's input sorter: wavelets from the ramp and psums from the neighbours into FIFOs."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -78,6 +78,14 @@ class InputSorter(wiring.Component):
     held_copies : int
         The command FIFO's copies of its held parts (:class:`~rtl.peek_fifo.PeekFIFO`): 1 or
         2, the same commands in the same cycles.
+    ramp_psums : bool
+        Whether psums may come on ``i`` at all. A tile's come only on its bypass (its routes
+        never send a psum color to the ramp, and a psum color arriving on ``i_n`` / ``i_s``
+        skips the router), so a tile turns this off: a psum color on ``i`` is then a foreign
+        one (dropped at dispatch, an error), the psum FIFOs are written by the bypass alone
+        and ``accept`` answers for the psum colors as for any other command (bits 1 and 2 equal
+        bit 0). 54 LUT4 places an interior tile of the ULX3S's 4x4 (the two 32-bit
+        multiplexers in front of the FIFOs, and the ramp's choices by class).
     registered_ramp : bool
         The ramp ends in the router's output register: what the router grants in one cycle is
         offered on ``i`` in the next, so ``accept`` is a promise for the next cycle, on top of
@@ -115,11 +123,12 @@ class InputSorter(wiring.Component):
     """
 
     def __init__(self, params, *, cmd_depth=4, psum_depth=4, straps=False,
-                 registered_ramp=False, held_copies=1):
+                 registered_ramp=False, held_copies=1, ramp_psums=True):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
         self.registered_ramp = bool(registered_ramp)
+        self.ramp_psums = bool(ramp_psums)
         self.cmd_depth = integer("cmd_depth", cmd_depth, 2)
         self.psum_depth = integer("psum_depth", psum_depth, 2)
         self.held_copies = integer("held_copies", held_copies, 1, 2)
@@ -155,7 +164,10 @@ class InputSorter(wiring.Component):
 
         col = self.strap.col if self.straps else p.col
         color = self.i.payload.color
-        to_n, to_s = color == colors.psum_from_n, color == colors.psum_from_s
+        if self.ramp_psums:
+            to_n, to_s = color == colors.psum_from_n, color == colors.psum_from_s
+        else:       # a tile's psums take its bypass: on the ramp a psum color is a foreign one
+            to_n = to_s = Const(0)
         to_cmd = ~to_n & ~to_s          # foreign colors too: dropped in order, at dispatch
 
         # Selection: the column last selected (its low bits and whether any higher bit is set)
@@ -206,6 +218,9 @@ class InputSorter(wiring.Component):
         room = []
         for fifo, direct, ramp in ((pnq, self.psum_n_in, to_n), (psq, self.psum_s_in, to_s)):
             from_ramp = self.i.valid & ramp
+            if not self.ramp_psums:         # the bypass alone
+                wiring.connect(m, wiring.flipped(direct), fifo.w)
+                continue
             if registered:      # the ramp's psum was promised room: it goes first
                 room.append(~fifo.r.valid)
                 m.d.comb += [
@@ -220,6 +235,8 @@ class InputSorter(wiring.Component):
                 ]
             m.d.comb += fifo.w.valid.eq(direct.valid | from_ramp)
         if not registered:
+            if not self.ramp_psums:         # psum colors are other commands here
+                room = [cmdq.w.ready] * 2
             m.d.comb += [
                 self.i.ready.eq(Mux(to_cmd, Mux(is_cmd, cmd_room, cmdq.w.ready),
                                     Mux(to_n, room[0], room[1]))),
@@ -234,6 +251,8 @@ class InputSorter(wiring.Component):
             # on ``i``); ramp psums are rare (the tile's take the bypass).
             entering = self.i.valid & to_cmd & ~discard
             room_after = Mux(entering, ~cmdq.fill[self.cmd_depth - 2], cmdq.w.ready)
+            if not self.ramp_psums:         # psum colors are other commands here
+                room = [room_after] * 2
             new_col = arg[:width] == col
             selected_after = Mux(self.i.valid & is_select, new_col & ~arg[width:].any(),
                                  selected)

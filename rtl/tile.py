@@ -20,7 +20,7 @@ from .isa import (
     route_straps_value,
 )
 from .router import Router
-from .wavelet import MAX_COLORS, Direction, Wavelet
+from .wavelet import Direction, Wavelet
 
 __all__ = ["Tile", "MESH_PORTS", "strap_values"]
 
@@ -44,10 +44,12 @@ def strap_values(core, routes, cfg_route):
 class Tile(wiring.Component):
     """A :class:`~rtl.router.Router` with a :class:`~rtl.core.Core` on its ramp.
 
-    The core's psum colors get a router queue of their own (queue 1; everything else queue 0),
-    and the core tells the router, for the head each router input offers, whether it can take
-    it (``ramp_offer`` / ``ramp_accept``), so the ramp only grants those: a command the core
-    must refuse never stands in front of a psum. The ramp is a register like the router's
+    The router has one queue per input besides configuration's (``n_queues=1``): the psums
+    the core takes skip it (below), and everything else, the core's own output included, shares
+    the one queue as it did when the core's psums had a second (a queue that nothing entered
+    once the bypass came: 120 LUT4 places an interior tile of the ULX3S's 4x4). The core tells
+    the router, for the head each router input offers, whether it can take it (``ramp_offer`` /
+    ``ramp_accept``), so the ramp only grants those. The ramp is a register like the router's
     other outputs and the core's ``accept`` a promise for the next cycle
     (``Core(registered_ramp=True)``): the core takes the ramp's word at once (``docs/pe.md``,
     "The ramp: the core says what it can take"). The core's output goes straight to the ramp
@@ -57,6 +59,9 @@ class Tile(wiring.Component):
     (``psum_from_s`` on ``i_s``) goes straight into the core's psum FIFO, so the owner of an
     output takes a psum from each side and a command from the ramp in the same cycle (through
     the ramp they took one cycle each). Everything else on ``i_n`` / ``i_s`` goes to the router.
+    The core takes psums from the bypass alone (``Core(ramp_psums=False)``): the color plan
+    never routes a psum color to a ramp, and one routed there at run time reaches the core as a
+    foreign color (dropped, counted as an error).
 
     Parameters
     ----------
@@ -105,21 +110,19 @@ class Tile(wiring.Component):
         for name in ("n_queues", "queue_map", "ramp_rotates", "ramp_accept", "u_turns"):
             if name in router_kwargs:
                 raise ValueError(f"{name} is set by the tile, not by its caller")
-        psum_colors = {core.colors.psum_from_n, core.colors.psum_from_s}
         self.core_params = core
         self.straps = bool(straps)
         if self.straps:
             router_kwargs.pop("cfg_route", None)
-            self.router = Router(n_queues=2, straps=True, ramp_accept=True,
+            self.router = Router(n_queues=1, straps=True, ramp_accept=True,
                                  u_turns=False, **router_kwargs)
         else:
-            queue_map = [int(c in psum_colors) for c in range(MAX_COLORS)]
-            self.router = Router(routes=routes, n_queues=2, ramp_accept=True,
-                                 u_turns=False, queue_map=queue_map, **router_kwargs)
+            self.router = Router(routes=routes, n_queues=1, ramp_accept=True,
+                                 u_turns=False, **router_kwargs)
         self.core = Core(core, acc_buffers=acc_buffers, psum_depth=psum_depth,
                          counter_adders=counter_adders, held_copies=held_copies,
                          straps=self.straps,
-                         registered_ramp=True)
+                         registered_ramp=True, ramp_psums=False)
         members = {}
         for d in MESH_PORTS:
             members[f"i_{d.name.lower()}"] = In(stream.Signature(Wavelet))
@@ -164,25 +167,17 @@ class Tile(wiring.Component):
             self.core_error.eq(core.error), self.overflow.eq(core.overflow),
             self.idle.eq(router.idle & core.idle),
         ]
-        # the core's answer for the head each router input offers, by the head's class: the
-        # same function as the chain of multiplexers (psum from N, psum from S, command, else
-        # other) written as a sum of products: 3 LUT4 fewer in the tile module on the ECP5 (the
-        # flattened 4x4 tile measured 19 fewer, most of it synthesis moving, docs/fpga.md)
-        def accepted(color):
-            classes = [color == colors.psum_from_n, color == colors.psum_from_s,
-                       color == colors.cmd]
-            other = ~(classes[0] | classes[1] | classes[2]) & core.accept[0]
-            return other | (classes[0] & core.accept[1]) | \
-                (~classes[0] & classes[1] & core.accept[2]) | \
-                (~classes[0] & ~classes[1] & classes[2] & core.accept[3])
+        # the core's answer for the head each router input offers, by the head's class: ``cmd``
+        # or any other (the psums take the bypass, so on the ramp a psum color is a foreign one)
         m.d.comb += router.ramp_accept.eq(Cat(
-            accepted(router.ramp_offer[i]) for i in range(len(Direction))))
+            Mux(router.ramp_offer[i] == colors.cmd, core.accept[3], core.accept[0])
+            for i in range(len(Direction))))
         if self.straps:
             s = self.strap_core
             m.d.comb += [
                 router.route_init.eq(self.strap_routes),
                 router.cfg_route_init.eq(self.strap_cfg_route),
-                router.queue_map_init.eq((1 << s.psum_from_n) | (1 << s.psum_from_s)),
+                router.queue_map_init.eq(0),          # every color in queue 0
                 core.strap.eq(s),
             ]
         return m
