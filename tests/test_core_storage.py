@@ -85,7 +85,7 @@ def test_counter_bank_counts_every_increment_and_reads_any_counter(n_tok, adders
     assert min(checked.values()) > 50
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3, 16])
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 8, 16])
 def test_lut_fifo_is_a_sync_fifo(depth):
     """Same cycles as ``amaranth.lib.fifo.SyncFIFO`` under random traffic on both sides."""
     m = Module()
