@@ -195,47 +195,50 @@ class RouteState(wiring.Component):
                 with m.Case(ControlOp.TEARDOWN):
                     m.d.comb += new.torn.eq(1)
         new_pos, new_torn = new.current, new.torn
+        # The walk after reset writes through the engine's own data paths: the walk's route
+        # enters as the route written (position 0's, and so the one published) and the
+        # walk's color as the one address of every memory, each chosen once rather than at
+        # each of the ten memories' write ports: the 4x4's tile (1,1) 17 places smaller (3335
+        # -> 3318; tiles (1,1), (1,2), (2,1), (0,0) together 58), the route state 20 (403 ->
+        # 383). The walk still wins over the engine, so every write is the same as before.
         written = Signal(RouteStrap)
-        m.d.comb += [written.rx.eq(stage.rx), written.tx.eq(stage.tx)]
+        m.d.comb += written.eq(Mux(walking, walk_route[0], Cat(stage.rx, stage.tx)))
         write = stage.write
         # The route to publish: the position this update writes if it is the new current one
-        # (a write never moves it), else the stored one. One bypass after the choice among the
-        # four reads, not one a position before it: the 4x4 tile 35 places smaller (3875 ->
-        # 3840), the bypass one LUT after the new position.
+        # (a write never moves it), else the stored one; while walking, the walk's route. One
+        # bypass after the choice among the four reads, not one a position before it: the 4x4
+        # tile 35 places smaller (3875 -> 3840), the bypass one LUT after the new position.
         reads = []
         for mem in positions:
             read = mem.read_port(domain="comb")
             m.d.comb += read.addr.eq(color)
             reads.append(read.data)
         published = Signal(RouteStrap)
-        m.d.comb += published.eq(Mux(write & (stage.position == new_pos), written,
+        m.d.comb += published.eq(Mux(walking | (write & (stage.position == new_pos)), written,
                                      Array(reads)[new_pos]))
-        write_state = states.write_port()
-        with m.If(walking):
-            m.d.comb += [write_state.addr.eq(walk), write_state.en.eq(1),
-                         write_state.data.current.eq(0), write_state.data.torn.eq(0),
-                         write_state.data.last.eq(0 if self.straps else walk_last)]
-        with m.Else():
-            m.d.comb += [write_state.addr.eq(color), write_state.en.eq(stage_valid),
-                         write_state.data.eq(new)]
+        addr = Signal(range(n))                 # the walk's color, else the engine's
+        m.d.comb += addr.eq(Mux(walking, walk, color))
 
         # Writes: the walk, else the engine.
+        write_state = states.write_port()
+        m.d.comb += [write_state.addr.eq(addr), write_state.en.eq(walking | stage_valid)]
+        with m.If(walking):
+            m.d.comb += [write_state.data.current.eq(0), write_state.data.torn.eq(0),
+                         write_state.data.last.eq(0 if self.straps else walk_last)]
+        with m.Else():
+            m.d.comb += write_state.data.eq(new)
         for k, mem in enumerate(positions):
             port = mem.write_port()
-            with m.If(walking):
-                m.d.comb += [port.addr.eq(walk), port.data.eq(walk_route[k] if k == 0 or
-                                                             not self.straps else 0),
-                             port.en.eq(1)]
-            with m.Else():
-                m.d.comb += [port.addr.eq(color), port.data.eq(written),
-                             port.en.eq(stage_valid & write & (stage.position == k))]
+            m.d.comb += [port.addr.eq(addr),
+                         port.en.eq(walking | (stage_valid & write & (stage.position == k)))]
+            if k == 0:
+                m.d.comb += port.data.eq(written)
+            elif self.straps:   # the walk writes position k's own initial route (strapped: none)
+                m.d.comb += port.data.eq(Mux(walking, 0, written))
+            else:
+                m.d.comb += port.data.eq(Mux(walking, walk_route[k], written))
         for port, wp in zip(ports, copies):
-            with m.If(walking):
-                m.d.comb += [wp.addr.eq(walk), wp.en.eq(1),
-                             wp.data.accept.eq(walk_route[0].rx.bit_select(port.value, 1)),
-                             wp.data.tx.eq(walk_route[0].tx), wp.data.torn.eq(0)]
-            with m.Else():
-                m.d.comb += [wp.addr.eq(color), wp.en.eq(stage_valid),
-                             wp.data.accept.eq(published.rx.bit_select(port.value, 1)),
-                             wp.data.tx.eq(published.tx), wp.data.torn.eq(new_torn)]
+            m.d.comb += [wp.addr.eq(addr), wp.en.eq(walking | stage_valid),
+                         wp.data.accept.eq(published.rx.bit_select(port.value, 1)),
+                         wp.data.tx.eq(published.tx), wp.data.torn.eq(~walking & new_torn)]
         return m
