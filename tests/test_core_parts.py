@@ -476,6 +476,97 @@ def test_read_engine_sends_words_of_x_y_and_counters():
     assert costs == [(2 * n, e) for (_, n), e in zip(reads, bad)]
 
 
+
+@pytest.mark.parametrize("params", [
+    CoreParams(n_feat=2, n_tok=4, n_out=2, lanes=2),
+    # Y up to 0xFC00: good words within a READ's length below the counters
+    CoreParams(n_feat=1, n_tok=8, n_out=3968, lanes=1),
+], ids=["small", "y_near_counters"])
+def test_read_engine_errors_word_at_the_edges(params):
+    """The ``errors`` word is ``errors`` as the READ started (its own bad words taken off)
+    in every way a READ can reach it: from below ``COUNTER_BASE`` across bad words (or good
+    ``Y`` words, when ``Y`` ends near the counters), starting at, inside or just past the
+    counters, the longest READs (4095 words, wrapping through 0xFFFF to ``X``), READs
+    entirely of bad words, and READs back to back, each starting as the last one ends."""
+    dut = ReadEngine(params)
+    n_x, n_y, tpb = params.n_feat * params.n_tok, params.n_out * params.n_tok, \
+        params.n_tok // params.lanes
+    k_of = {name: k for k, name in enumerate(COUNTERS)}
+    err = COUNTER_BASE + k_of["errors"]
+    live = [100 + 1000 * k for k in range(len(COUNTERS) - 1)]
+    y_end = Y_BASE + n_y
+    reads = [(err, 1), (err - 1, 2), (COUNTER_BASE, 8), (COUNTER_BASE - 1, 9),
+             (COUNTER_BASE - 5, 13), (err, 1), (err + 1, 4095), (COUNTER_BASE, 4095),
+             (err - 4094, 4095), (COUNTER_BASE - 4095, 4095), (0xFFFF, 3),
+             (y_end - 16, min(COUNTER_BASE - y_end + 24, 4095)), (y_end - 1, 1), (err, 1),
+             (0x7FFF, 2)]
+    sent, costs, want = [], [], []
+
+    def x_word(a):
+        return (a * 37) % 201 - 100
+
+    def y_word(a):
+        return (a * 53) % 199 - 99
+
+    def bad(a):
+        return not (a < n_x or Y_BASE <= a < y_end or COUNTER_BASE <= a < COUNTER_BASE + 9)
+
+    async def bench(ctx):
+        ctx.set(dut.out_color, 3)
+        ctx.set(dut.overflow, 0)
+        for address, length in reads:
+            ctx.set(dut.arg, ReadArg.const({"addr": address, "len": length}))
+            ctx.set(dut.start, 1)
+            start = list(live)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            live[k_of["busy_cycles"]] += 1
+            busy = errors = cycle = 0
+            word = address
+            while ctx.get(dut.active):
+                ctx.set(dut.out.ready, length > 100 or cycle % 3 != 1)
+                cycle += 1
+                if ctx.get(dut.count.read):
+                    k, less = ctx.get(dut.count.index), ctx.get(dut.count.less)
+                    ctx.set(dut.count.value, (live[k] - less) & 0xFFFFFFFF)
+                    a = word & 0xFFFF
+                    if a < n_x:
+                        want.append(x_word(a) & 0xFFFFFFFF)
+                    elif Y_BASE <= a < y_end:
+                        want.append(y_word(a - Y_BASE) & 0xFFFFFFFF)
+                    elif COUNTER_BASE <= a < COUNTER_BASE + len(COUNTERS) - 1:
+                        k = a - COUNTER_BASE
+                        want.append(start[k] if COUNTERS[k] in SNAPSHOT else live[k])
+                    else:
+                        want.append(0)
+                    word += 1
+                x_read, x_addr = ctx.get(dut.x_read), ctx.get(dut.x_address)
+                y_read, y_addr = ctx.get(dut.y_read), ctx.get(dut.y_address)
+                busy += ctx.get(dut.busy)
+                errors += ctx.get(dut.error)
+                out = ctx.get(dut.out.valid) and ctx.get(dut.out.ready)
+                if out:
+                    sent.append(int(WAVELET.unpack(ctx.get(dut.out.payload.as_value()))["data"]))
+                for name, step in (("busy_cycles", ctx.get(dut.busy)),
+                                   ("stall_cycles", ctx.get(dut.stall)),
+                                   ("errors", ctx.get(dut.error)), ("wavelets_out", out),
+                                   ("macs_issued", 3)):
+                    live[k_of[name]] += int(step)
+                await ctx.tick()
+                for b in range(params.lanes):
+                    if x_read >> b & 1:           # bank b's word at index x_addr
+                        f, i = divmod(x_addr, tpb)
+                        ctx.set(dut.x_data[b], x_word(f * params.n_tok + i * params.lanes + b))
+                if y_read:
+                    ctx.set(dut.y_data, y_word(y_addr))
+            costs.append((busy, errors))
+
+    simulate(dut, bench)
+    assert len(sent) == len(want) == sum(n for _, n in reads)
+    assert sent == want
+    assert costs == [(2 * n, sum(bad((a + i) & 0xFFFF) for i in range(n))) for a, n in reads]
+
+
 def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
     """MAC ports add into the active buffer; ``retire`` queues it; the engine side reads back
     each token's sum; a buffer starts from zero when it comes round again (nothing clears it:
