@@ -30,8 +30,8 @@ class Board:
         ``"ice40"`` or ``"ecp5"`` (picks the PLL and how reports are read).
     target_mhz : float
         The mesh's clock (a PLL makes it from the board's oscillator when they differ). The
-        defaults are the oscillators: the iCEBreaker's 1x1 reaches 24.5 to 25.6 MHz and the
-        ULX3S's 4x4 49.6 to 55.1 MHz over seeds 1 to 3 (``docs/fpga.md``);
+        defaults are the oscillators: the iCEBreaker's 1x1 reaches 24.6 to 25.1 MHz and the
+        ULX3S's 4x4 54.4 to 56.6 MHz over seeds 1 to 3 (``docs/fpga.md``);
         ``wse build --clock`` asks for more.
     default_mesh : (int, int)
         ``make bitstream``'s mesh for this board.
@@ -101,8 +101,9 @@ BOARDS = {
     "ulx3s-85f": Board(
         name="ulx3s-85f", platform=ULX3S_85F_Platform, family="ecp5", target_mhz=25,
         # The 4x4, flattened: each position folds its straps (routes, colors, row, column) and
-        # drops the logic of edge ports that lead nowhere, about 4000 LUT4 places a tile against
-        # about 5400 for one kept tile module, sixteen of which exceed the 83 640 LUT4s. nextpnr's
+        # drops the logic of edge ports that lead nowhere (2848.5 LUT4 places a PE on 2026-11-27;
+        # a kept tile module was about 5400 when this was decided, sixteen of which exceeded the
+        # 83 640 LUT4s). nextpnr's
         # router2 routes it in 12 to 18 minutes where router1 had not converged after 15
         # (docs/fpga.md).
         default_mesh=(4, 4),
