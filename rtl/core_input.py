@@ -84,8 +84,9 @@ class InputSorter(wiring.Component):
         skips the router), so a tile turns this off: a psum color on ``i`` is then a foreign
         one (dropped at dispatch, an error), the psum FIFOs are written by the bypass alone
         and ``accept`` answers for the psum colors as for any other command (bits 1 and 2 equal
-        bit 0). 54 LUT4 places an interior tile of the ULX3S's 4x4 (the two 32-bit
-        multiplexers in front of the FIFOs, and the ramp's choices by class).
+        bit 0). With the tile's ramp answer by two classes instead of four, 77 LUT4 places an
+        interior tile of the ULX3S's 4x4 (the two 32-bit multiplexers in front of the FIFOs, and
+        the ramp's choices by class; ``docs/fpga.md``).
     registered_ramp : bool
         The ramp ends in the router's output register: what the router grants in one cycle is
         offered on ``i`` in the next, so ``accept`` is a promise for the next cycle, on top of
