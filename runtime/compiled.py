@@ -25,7 +25,7 @@ from wse.sim.compiled import build_harness
 from wse.sim.lanes import build_lanes_harness
 
 from .simulator import _reply
-from .system import SimulationError, System
+from .system import RESET_CYCLES, SimulationError, System
 
 __all__ = ["CompiledSystem"]
 
@@ -82,8 +82,8 @@ class CompiledSystem(System):
 
     backend = "verilator"
 
-    def __init__(self, config=None, *, engine=None, waves=False, watchdog=5000, reset_cycles=3,
-                 reply_timeout=None, threads=1, hierarchical=None):
+    def __init__(self, config=None, *, engine=None, waves=False, watchdog=5000,
+                 reset_cycles=RESET_CYCLES, reply_timeout=None, threads=1, hierarchical=None):
         super().__init__(config)
         verilator_only = [name for name, asked in (("waves", bool(waves)), ("threads",
                           threads != 1), ("hierarchical", hierarchical is not None)) if asked]

@@ -22,7 +22,7 @@ from wse.rtl.validate import count, number
 from wse.rtl.wavelet import WAVELET_BITS
 from wse.sim.cocotb_run import DEFAULT_TIMEOUT, SIMULATORS, build_once, run
 
-from .system import Exchange, SimulationError, System
+from .system import RESET_CYCLES, Exchange, SimulationError, System
 from .wire import MAX_MESSAGE_BYTES, ChannelClosed, Rendezvous, short
 
 __all__ = ["CocotbSystem"]
@@ -70,7 +70,7 @@ class CocotbSystem(System):
 
     def __init__(self, config=None, *, sim="verilator", waves=False, timeout=6 * 3600,
                  watchdog=5000, connect_timeout=1800, reply_timeout=None,
-                 max_message_bytes=MAX_MESSAGE_BYTES, reset_cycles=3):
+                 max_message_bytes=MAX_MESSAGE_BYTES, reset_cycles=RESET_CYCLES):
         super().__init__(config)
         if sim not in SIMULATORS:
             raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
