@@ -1,7 +1,7 @@
-"""README.md's layout table lists every module, so that it cannot fall behind the code.
+"""docs/layout.md's module table lists every module, so that it cannot fall behind the code.
 
-Every ``.py`` file under the installed folders must appear in the table of the README's
-``## Layout`` section as ``folder/name.py``, and every package (a folder with ``__init__.py``)
+Every ``.py`` file under the installed folders must appear in the table of docs/layout.md's
+``## Modules`` section as ``folder/name.py``, and every package (a folder with ``__init__.py``)
 as a ``folder/`` row; a row naming a module that does not exist fails too.
 """
 
@@ -13,8 +13,8 @@ FOLDERS = ("rtl", "fabric", "sim", "runtime", "host", "tb", "fpga", "bench")
 
 
 def _layout_entries():
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "layout.md").read_text()
+    section = text.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     return {m for row in rows for m in re.findall(r"^\| \**`([\w/.]+)`\**", row)}
 
@@ -33,10 +33,10 @@ def _modules():
 
 def test_every_module_is_in_the_layout_table():
     missing = _modules() - _layout_entries()
-    assert not missing, f"README.md's layout table lacks: {sorted(missing)}"
+    assert not missing, f"docs/layout.md's module table lacks: {sorted(missing)}"
 
 
 def test_the_layout_table_names_no_missing_module():
     stale = {entry for entry in _layout_entries() - _modules()
              if entry.endswith(".py") or entry.rstrip("/") in FOLDERS}
-    assert not stale, f"README.md's layout table names what does not exist: {sorted(stale)}"
+    assert not stale, f"docs/layout.md's module table names what does not exist: {sorted(stale)}"
