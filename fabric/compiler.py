@@ -108,6 +108,8 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
         tokens = count("n_tokens", n_tokens)
     else:
         tokens = config.max_tokens
+    if tokens == 0:
+        raise ValueError("X has 0 tokens (columns): a GEMM needs at least one token")
     if not 1 <= tokens <= config.max_tokens:
         raise ValueError(f"tokens: {tokens} do not fit the mesh, which holds n_tok * cols = "
                          f"{config.n_tok} * {config.cols} = {config.max_tokens}")

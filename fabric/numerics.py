@@ -59,11 +59,54 @@ def encode(fmt, values, what="operand"):
     if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)
             or values.dtype == ml_dtypes.bfloat16):
         raise ValueError(f"{what} must hold numbers, not {values.dtype}")
-    wide = values.astype(np.float64)
-    bits = from_float32(wide.astype(np.float32), operand=True)
-    back = as_float32(bits, operand=True).astype(np.float64)
-    inexact = int(np.count_nonzero((back != wide) & ~np.isnan(wide)))
+    odd, sticky = _round_to_odd32(values)
+    bits = from_float32(odd, operand=True)
+    back = as_float32(bits, operand=True)
+    inexact = int(np.count_nonzero((sticky | (back != odd)) & ~np.isnan(odd)))
     return bits, inexact
+
+
+def _round_to_odd32(values):
+    """``(float32 array, sticky)``: ``values`` rounded to binary32 *to odd* (truncated, and the
+    last bit set where anything was lost; ``sticky`` marks those), from the values exactly as
+    given, whatever their dtype. Binary32 has 24 significant bits, more than bf16's 8 plus
+    two, so rounding this to bf16 to nearest even rounds the original value once; a value
+    beyond binary32's range becomes the largest finite one of its sign (which bf16 rounds to
+    ``±inf``), NaN stays NaN."""
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and values.dtype.itemsize <= 4 or values.dtype == \
+            ml_dtypes.bfloat16:
+        return values.astype(np.float32), np.zeros(values.shape, dtype=bool)
+    if values.dtype.kind in "iu":       # beyond 2**53 a float64 would round: split it first
+        values = values.astype(np.uint64 if values.dtype.kind == "u" else np.int64)
+        high = (values >> 32).astype(np.float64) * 2.0**32
+        low = (values & 0xFFFF_FFFF).astype(np.float64)
+        wide = high + low                               # rounded once; the error exactly:
+        back = wide - high
+        error = (high - (wide - back)) + (low - back)   # (Knuth's two-sum)
+        wide, lost = _to_odd(wide, error, np.float64)
+    else:
+        wide, lost = values, np.zeros(values.shape, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond binary32: the largest finite
+        narrow = wide.astype(np.float32)                # one of its sign, below
+        error = np.where(np.isfinite(narrow), wide - narrow.astype(wide.dtype), wide)
+    narrow = np.where(np.isinf(narrow) & np.isfinite(wide),
+                      np.copysign(np.finfo(np.float32).max, wide).astype(np.float32), narrow)
+    odd, sticky = _to_odd(narrow, np.where(np.isfinite(wide), error, 0), np.float32)
+    return odd, sticky | lost
+
+
+def _to_odd(rounded, error, dtype):
+    """``rounded`` (of ``dtype``, nearest even) made round-to-odd, given the sign of the exact
+    value minus it (``error``): where it was inexact and its last bit is 0, the neighbour on the
+    value's side. Returns ``(values, inexact)``."""
+    rounded = np.asarray(rounded, dtype=dtype)
+    uint = np.uint64 if dtype == np.float64 else np.uint32
+    inexact = np.asarray(error != 0) & np.isfinite(rounded)
+    even = (rounded.view(uint) & uint(1)) == 0
+    toward = np.where(error > 0, np.inf, -np.inf).astype(dtype)
+    with np.errstate(over="ignore"):     # the largest finite ones are odd: never moved
+        return np.where(inexact & even, np.nextafter(rounded, toward), rounded), inexact
 
 
 def decode(fmt, values, raw=False):

@@ -8,6 +8,7 @@ that the file holds exactly the bytes the shape and dtype promise; anything else
 """
 
 import math
+import tokenize
 import zipfile
 from pathlib import Path
 
@@ -36,8 +37,10 @@ def read_npy(file, size, *, what):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(file)
         else:
             raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, OSError, EOFError) as error:
-        raise ArrayFileError(f"{what} is not a valid .npy array: {error}") from None
+    except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as error:
+        # a header that never closes a bracket is a ``TokenError`` from numpy's parser
+        reason = error.args[0] if isinstance(error, tokenize.TokenError) else error
+        raise ArrayFileError(f"{what} is not a valid .npy array: {reason}") from None
     if dtype.kind not in _KINDS or dtype.hasobject:
         raise ArrayFileError(f"{what} holds {dtype} values; only numbers are accepted")
     if any(n < 0 for n in shape):       # numpy's header parser lets them through

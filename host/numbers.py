@@ -51,14 +51,14 @@ def quantise(fmt, values):
     """Float values to ``fmt``'s operands: ``(int64 array, beyond)``.
 
     Fixed point: scale by ``2**frac_bits``, round half to even, saturate; ``beyond`` counts the
-    saturated. bf16: round to binary32, then to bf16 (both to nearest even:
-    :func:`fabric.numerics.encode`), a ``±0`` made ``+0`` (the zero the mesh skips);
+    saturated. bf16: the values as given rounded once to bf16, to nearest even
+    (:func:`fabric.numerics.encode`), a ``±0`` made ``+0`` (the zero the mesh skips);
     ``beyond`` counts the finite values that became ``±inf``."""
     if is_float(fmt):
-        wide = np.asarray(values, dtype=np.float64)
-        with np.errstate(over="ignore"):        # counted: ``beyond``
-            bits, _ = numerics.encode(fmt, wide)
-        beyond = np.isfinite(wide) & ~np.isfinite(numerics.as_float32(bits, operand=True))
+        values = np.asarray(values)
+        bits, _ = numerics.encode(fmt, values)
+        finite = np.isfinite(values) if values.dtype.kind == "f" else np.ones(values.shape, bool)
+        beyond = finite & ~np.isfinite(numerics.as_float32(bits, operand=True))
         return canonical_zero(fmt, bits), int(np.count_nonzero(beyond))
     scaled = np.rint(np.asarray(values, dtype=np.float64) * (1 << fmt.frac_bits))
     clipped = np.clip(scaled, fmt.operand_min, fmt.operand_max)

@@ -1,0 +1,146 @@
+"""Hostile inputs and faults a new user meets: each ends in one line naming the problem (and the
+variable or file), a non-zero exit where it is an error, nothing already stored lost and no
+leftover files; and bf16 operands are rounded once, from the values as given."""
+
+import struct
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from wse.fabric import numerics
+from wse.host.cli import main
+from wse.host.npyio import ArrayFileError, load_npy
+from wse.host.numbers import quantise
+from wse.rtl.bfloat import BFloat16
+
+BF16 = BFloat16()
+#: ``wse`` in a process of its own
+WSE = [sys.executable, "-c", "from wse.host.cli import main; main()"]
+
+
+def _one_error_line(result, message):
+    """The CLI ``result`` failed with one ``Error:`` line holding ``message`` and no traceback."""
+    assert result.exit_code != 0, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and message in errors[0], result.output
+    assert "Traceback" not in result.output
+
+
+# -- bf16: one rounding, from the value as given ------------------------------------------------
+
+def _bf16_of_exact(value):
+    """The bf16 pattern of the exact rational ``value`` (a Python int or fractions.Fraction),
+    round to nearest even, by integer arithmetic only (normal range)."""
+    v = Fraction(value)
+    sign = 0x8000 if v < 0 else 0
+    v = abs(v)
+    e = v.numerator.bit_length() - v.denominator.bit_length()
+    while Fraction(2) ** e > v:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= v:
+        e += 1
+    scaled = v / Fraction(2) ** (e - 7)             # 8 significant bits above the point
+    q, r = divmod(scaled.numerator, scaled.denominator)
+    if 2 * r > scaled.denominator or (2 * r == scaled.denominator and q & 1):
+        q += 1
+    if q == 256:
+        q, e = 128, e + 1
+    return sign | ((e + 127) << 7) | (q & 0x7F)
+
+
+@pytest.mark.parametrize("value, dtype, want", [
+    (1 + 2**-8 + 2**-30, np.float64, 0x3F81),       # float64 -> float32 made it a tie
+    (2**31 + 2**23 + 1, np.int64, 0x4F01),          # int64 -> float32 made it a tie
+    (2**63 - 1, np.int64, 0x5F00),
+    (2**64 - 1, np.uint64, 0x5F80),
+    (2**53 + 1, np.int64, 0x5A00),
+    (-(2**62 + 2**54 + 1), np.int64, None),
+    (1 + 2**-8, np.float32, 0x3F80),                # an exact tie: to even
+    (1 + 2**-8 + 2**-23, np.float32, 0x3F81),
+    (3 * 2.0**-134, np.float64, 0x0002),            # subnormal tie: to even
+    (2.0**-134 + 2.0**-160, np.float64, 0x0001),
+    ((2 - 2**-8 - 2**-30) * 2.0**127, np.float64, 0x7F7F),   # just below the overflow tie
+    (1e300, np.float64, 0x7F80),
+    (-1e300, np.float64, 0xFF80),
+])
+def test_bf16_rounds_once_from_the_value_as_given(value, dtype, want):
+    if want is None:
+        want = _bf16_of_exact(value)
+    bits, inexact = numerics.encode(BF16, np.array([value], dtype=dtype))
+    assert hex(int(bits[0])) == hex(want)
+    back = float(numerics.as_float32(bits, operand=True)[0])
+    exact = np.isfinite(back) and Fraction(back) == Fraction(value)
+    assert inexact == (not exact)
+    q, _ = quantise(BF16, np.array([[value]], dtype=dtype))
+    assert hex(int(q[0, 0])) == hex(want & 0x7FFF if want == 0x8000 else want)
+
+
+def test_bf16_rounds_a_longdouble_once():
+    L = np.longdouble
+    if np.finfo(L).nmant < 60:
+        pytest.skip("long double is binary64 here")
+    value = np.array([L(1) + L(2) ** -8 + L(2) ** -60])
+    assert int(numerics.encode(BF16, value)[0][0]) == 0x3F81
+
+
+def test_bf16_matches_an_exact_reference_on_random_float64():
+    rng = np.random.default_rng(7)
+    # values near bf16 ties, where a rounding through float32 goes wrong
+    base = rng.integers(0x3F00, 0x4100, 400).astype(np.uint16).astype(np.uint32) << 16
+    tie = (base | 0x8000).view(np.float32).astype(np.float64)
+    values = tie + rng.choice([-1, 1], 400) * np.ldexp(1.0, rng.integers(-45, -26, 400)) * tie
+    bits, _ = numerics.encode(BF16, values)
+    assert [int(b) for b in bits] == [_bf16_of_exact(Fraction(float(v))) for v in values]
+
+
+def test_bf16_beyond_float32_prints_no_numpy_warning(tmp_path):
+    np.save(tmp_path / "W.npy", np.array([[1e300, 1.0]]))
+    np.save(tmp_path / "X.npy", np.array([[1.0], [2.0]]))
+    run = subprocess.run([*WSE, "gemm", "W.npy", "X.npy", "-o", "Y.npy", "--format", "bf16"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert "RuntimeWarning" not in run.stderr and "Warning:" not in run.stderr, run.stderr
+    assert "not exactly representable in bf16" in run.stdout + run.stderr
+    with np.errstate(all="raise"):          # and none raised inside, either
+        bits, inexact = numerics.encode(BF16, np.array([1e300, -1e39, np.inf, np.nan]))
+        assert [hex(b) for b in bits] == ["0x7f80", "0xff80", "0x7f80", "0x7fc0"]
+        _, beyond = quantise(BF16, np.array([1e300, -1e39, np.inf]))
+        assert beyond == 2
+
+
+# -- .npy headers -------------------------------------------------------------------------------
+
+def _unclosed_header(path):
+    header = b"{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2, }"
+    header += b" " * (118 - len(header)) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + bytes(32))
+    return path
+
+
+def test_an_npy_header_that_never_closes_is_named(tmp_path):
+    path = _unclosed_header(tmp_path / "W.npy")
+    with pytest.raises(ArrayFileError) as info:
+        load_npy(path)
+    assert str(path) in str(info.value) and "not a valid .npy array" in str(info.value)
+    np.save(tmp_path / "X.npy", np.ones((2, 2), dtype=np.int64))
+    result = CliRunner().invoke(main, ["gemm", str(path), str(tmp_path / "X.npy"),
+                                       "-o", str(tmp_path / "Y.npy")])
+    _one_error_line(result, "W.npy")
+    assert not (tmp_path / "Y.npy").exists()
+
+
+# -- X with no tokens ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_x_with_no_tokens_says_so(tmp_path, fmt):
+    np.save(tmp_path / "W.npy", np.ones((2, 3), dtype=np.int64))
+    np.save(tmp_path / "X.npy", np.ones((3, 0), dtype=np.int64))
+    result = CliRunner().invoke(main, ["gemm", str(tmp_path / "W.npy"), str(tmp_path / "X.npy"),
+                                       "-o", str(tmp_path / "Y.npy"), "--format", fmt])
+    _one_error_line(result, "X has 0 tokens")
+    assert "do not fit" not in result.output
+    assert not (tmp_path / "Y.npy").exists()
