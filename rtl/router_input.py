@@ -160,21 +160,18 @@ class RouterInput(wiring.Component):
         room = Array(~lv[-1] for lv in level)[self.queue]
 
         # Head of the candidate queue. The wavelets are one LUT RAM addressed by queue and
-        # slot, `rd[cand]` (the crossbar's data, not on the allocation loop). With two slots
-        # (`split`, unless `tag_slots` is off) the tags, which the loop starts from (the
-        # candidate's tag, its request, the outputs' round robins, the copies served, the
-        # pop), are one LUT RAM per slot
-        # addressed by `cand` alone: the read starts at the flip-flops, and the slot is chosen
-        # after it by `rd[cand]`, worked out beside the read (docs/fpga.md, "The allocation
-        # loop without the read pointer's multiplexer": it took 1.8 ns of the loop's 12.8).
-        # Deeper queues keep the tags beside the wavelets: a 4x4 mesh's tile (4-deep queues)
-        # measured 484 LUT4 more split, and no faster (seed 1: 69.89 MHz, 73.60 not split);
-        # the iCEBreaker's 2-deep ones, flip-flops there, lost clock (23.74-24.14 MHz split,
-        # 24.05-24.84 not, seeds 1-3), so it turns `tag_slots` off.
-        # Without the tags split, the head's address is a register of its own, loaded with the
-        # next candidate's next read pointer (`cand_d`, `rd_d`: the registers' next values),
-        # so the read starts at a flip-flop and not after the read pointer's multiplexer
-        # (docs/fpga.md, "The head's address in a register"); the same cycles.
+        # slot, `rd[cand]` (the crossbar's data, not on the allocation loop). The loop starts
+        # from the head's tags (its request, the outputs' round robins, the copies served, the
+        # pop), so neither layout puts the read pointer's multiplexer in front of their read:
+        # - split (`tag_slots` and two slots): the tags are one LUT RAM per slot addressed by
+        #   `cand` alone, and the slot is chosen after the read by `rd[cand]`, worked out beside
+        #   it. Deeper queues, and boards whose LUT-RAM places or clock it costs, keep the tags
+        #   beside the wavelets;
+        # - not split: the head's address is a register of its own, loaded with the next
+        #   candidate's next read pointer (`cand_d`, `rd_d`: the registers' next values), so the
+        #   read starts at a flip-flop. The same cycles either way.
+        # Figures and the boards' choices: docs/fpga.md, "The allocation loop: tags per slot,
+        # the head's address in a register".
         cand = Signal(range(Q))
         cand_d = Signal(range(Q))
         rd_d = [Signal.like(r, name=f"q{q}_rd_d") for q, r in enumerate(rd)]
