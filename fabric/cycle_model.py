@@ -18,13 +18,19 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
 It ignores backpressure from full psum FIFOs and the hop-by-hop timing of the weight multicast;
 over the 4x4 sweep of ``wse bench gemm`` it is within about 2 % of the RTL, and the bench prints
 it beside every measured run.
+
+The edge transfers around a compute phase have models of their own (``docs/mesh.md``, "Edge
+transfers"): :func:`predict_load_cycles` (the ``X`` block of every core through the west
+intakes) and :func:`predict_read_cycles` (the ``Y`` of every owner row out of the south
+outlets).
 """
 
 import numpy as np
 
 from .program import GemmProgram
 
-__all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles", "predict_unmasked_cycles"]
+__all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles", "predict_unmasked_cycles",
+           "predict_load_cycles", "predict_read_cycles", "predict_io_cycles"]
 
 #: Cycles from a core's engine sending a psum token to the neighbour's engine adding it: core
 #: output register, router queue and hop, router queue, ramp, core psum FIFO.
@@ -35,6 +41,15 @@ ENGINE_EXTRA = 2
 #: register, the command FIFO: ``docs/pe.md``, "The ramp"), and from the last engine token to
 #: an idle mesh.
 FILL, DRAIN = 4, 4
+
+#: Edge transfers (``docs/mesh.md``, "Edge transfers"), fitted to the RTL on 1x4, 4x1, 2x3, 3x2
+#: and 4x4 meshes and exact on each: a load ends ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after
+#: its longest row stream has entered (the last LOAD crossing the row, a hop every 2 cycles, and
+#: the ramp, command FIFO and dispatcher of the last core); a read ends when the slowest of two
+#: resources is done: a core sends a word every ``READ_WORD`` cycles, an outlet takes one a
+#: cycle from every row of its column.
+LOAD_HOP, LOAD_EXTRA = 2, 2
+READ_WORD, READ_CORE_EXTRA, READ_OUTLET_EXTRA, READ_HOP = 2, 12, 7, 2
 
 
 class CycleModel:
@@ -188,3 +203,42 @@ def predict_unmasked_cycles(program, X=None):
     token of every streamed output: a dense layer's weight-gradient pass on the same deltas),
     from ``program`` alone."""
     return CycleModel(program, X, unmasked=True).cycles
+
+
+def predict_load_cycles(program, X=None):
+    """The modelled cycles of ``program``'s load exchange (:meth:`~fabric.program.GemmProgram.
+    load_streams`): every row's stream enters its intake a word a cycle, so the exchange ends
+    ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after the longest one (``SELECT``, ``ADDR`` and a
+    ``LOAD`` per word of each column's block) has entered."""
+    cfg = program.config
+    slots = program.in_placement.slots_per_row()
+    words = np.where(slots > 0, cfg.cols * (2 + slots * cfg.n_tok), 0)
+    longest = int(words.max()) if words.size else 0
+    return longest + LOAD_HOP * cfg.cols + LOAD_EXTRA if longest else 0
+
+
+def predict_read_cycles(program):
+    """The modelled cycles of ``program``'s read exchanges (:meth:`~fabric.program.GemmProgram.
+    read_streams`; 0 for a raw program, whose totals leave during the compute phase). Each
+    exchange (a READ group) ends when its busiest core has sent its ``w`` words, a word every
+    ``READ_WORD`` cycles, or when the outlets have taken the words of every row of the group,
+    one a cycle, whichever is later; the last word then crosses the rows below the lowest
+    reading row to the outlet."""
+    if program.raw:
+        return 0
+    cfg = program.config
+    slots = program.out_placement.slots_per_row()
+    total = 0
+    for rows in program._read_groups():
+        words = [int(slots[r]) * cfg.n_tok for r in rows]
+        below = cfg.rows - 1 - max(rows)
+        core = READ_WORD * max(words) + 1 + READ_WORD * cfg.cols + READ_CORE_EXTRA
+        outlet = sum(words) + 4 * cfg.cols + READ_OUTLET_EXTRA
+        total += max(core, outlet) + READ_HOP * below
+    return total
+
+
+def predict_io_cycles(program, X=None):
+    """:func:`predict_load_cycles` plus :func:`predict_read_cycles`: the cycles ``program``
+    spends moving activations and results through the edges."""
+    return predict_load_cycles(program, X) + predict_read_cycles(program)
