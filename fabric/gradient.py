@@ -27,7 +27,7 @@ from wse.rtl.bfloat import BFloat16
 from .numerics import check_operands
 from .tiling import SparseRows
 
-__all__ = ["gradient_gemm", "gradient_mask", "gradient_reference"]
+__all__ = ["gradient_gemm", "gradient_macs", "gradient_mask", "gradient_reference"]
 
 
 def gradient_mask(shape, rows, cols):
@@ -48,10 +48,10 @@ def gradient_mask(shape, rows, cols):
 
 def gradient_gemm(gemm, shape, rows, cols, dY, X):
     """The gradient at the indices ``rows``, ``cols`` of an ``shape = (n_out, n_in)`` layer, as
-    ``gemm(W, X, mask=, totals=True) -> (totals, cycles, dense_cycles, overflow)`` computes it
-    (a :class:`~host.worker.MeshWorker`'s tiled GEMM on its System); returns ``(dW, cycles,
-    dense_cycles, overflow)`` with ``dW`` the ``int64`` totals at the indices (bf16: binary32
-    bit patterns; a zero delta must be ``+0``, as a ``-0`` would stream as a weight).
+    ``gemm(W, X, mask=, totals=True) -> (totals, *figures)`` computes it (a
+    :class:`~host.worker.MeshWorker`'s tiled GEMM on its System); returns ``(dW, *figures)``
+    with ``dW`` the ``int64`` totals at the indices (bf16: binary32 bit patterns; a zero delta
+    must be ``+0``, as a ``-0`` would stream as a weight).
 
     ``ValueError`` when ``dY`` (``[n_out, T]``) and ``X`` (``[n_in, T]``) do not match the layer
     or each other."""
@@ -62,9 +62,20 @@ def gradient_gemm(gemm, shape, rows, cols, dY, X):
         raise ValueError(f"the gradient of a {n_out}x{n_in} layer needs dY [{n_out}, T] and X "
                          f"[{n_in}, T], not {dY.shape} and {X.shape}")
     mask = gradient_mask(shape, rows, cols)
-    G, cycles, dense, overflow = gemm(SparseRows.from_dense(dY), X.T, mask=mask, totals=True)
-    return G[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)], cycles, dense, \
-        overflow
+    G, *figures = gemm(SparseRows.from_dense(dY), X.T, mask=mask, totals=True)
+    return G[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)], *figures
+
+
+def gradient_macs(shape, rows, cols, dY, X):
+    """``(useful, dense)``: the products of a nonzero delta and a nonzero activation that the
+    gradient at the indices ``rows``, ``cols`` needs, and that the gradient of every pair of
+    the ``shape`` layer needs (a dense layer's)."""
+    both = (np.asarray(dY) != 0).astype(np.int64) @ (np.asarray(X) != 0).T.astype(np.int64)
+    if both.shape != tuple(shape):
+        raise ValueError(f"dY and X give a {both.shape[0]}x{both.shape[1]} gradient, not the "
+                         f"{shape[0]}x{shape[1]} layer's")
+    return int(both[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)].sum()), \
+        int(both.sum())
 
 
 def gradient_reference(fmt, rows, cols, dY, X):

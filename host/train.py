@@ -40,7 +40,15 @@ from .numbers import FORMATS, format_name, quantise, to_float
 from .optim import make_optimizer
 from .sparsity import KINDS, SparsitySchedule
 from .swarmx import TRANSPORTS, SwarmX
-from .train_record import DATA_SETTINGS, PASSES, check_run
+from .train_record import (
+    BY_PASS,
+    DATA_SETTINGS,
+    FIGURES,
+    PASSES,
+    STEP_TOTALS,
+    check_run,
+    step_record,
+)
 
 __all__ = ["TrainSettings", "Trainer", "load_digits_split", "TRAIN_SAMPLES", "DATA_SETTINGS"]
 
@@ -185,13 +193,14 @@ class Trainer:
         return logits, cycles
 
     def _count(self, replies, cycles, train):
-        """Add the replies' figures: ``cycles[pass]`` gathers ``[mesh, dense]`` cycles per
-        system; overflows (the gradient's apart) and golden checks are counted."""
+        """Add the replies' figures: ``cycles[pass]`` gathers, per system, a row of each of
+        :data:`FIGURES` (cycles, dense cycles, ...); overflows (the gradient's apart) and golden
+        checks are counted."""
         if train:
             for name in replies[0]["cycles"]:
-                figures = cycles.setdefault(name, np.zeros((2, self.s.systems), dtype=np.int64))
-                figures[:, :len(replies)] += [[r["cycles"][name] for r in replies],
-                                              [r["dense_cycles"][name] for r in replies]]
+                figures = cycles.setdefault(
+                    name, np.zeros((len(FIGURES), self.s.systems), dtype=np.int64))
+                figures[:, :len(replies)] += [[r[key][name] for r in replies] for key in FIGURES]
                 key = "gradient_overflows" if name == "gradient" else "mesh_overflows"
                 self.counts[key] += sum(r["overflow"][name] for r in replies)
         self._checks[1] = max(self._checks[1], sum(r["checks"] for r in replies))
@@ -234,11 +243,7 @@ class Trainer:
         self.step_index += 1
         self.train_seconds += time.perf_counter() - start
         self.steps_timed += 1
-        total = sum(cycles.values())        # per system; the step waits for the slowest
-        record = {"step": step, "loss": loss, "accuracy": accuracy,
-                  "mesh_cycles": int(total[0].max()), "dense_cycles": int(total[1].max()),
-                  "cycles_by_pass": {k: int(v[0].max()) for k, v in cycles.items()},
-                  "dense_cycles_by_pass": {k: int(v[1].max()) for k, v in cycles.items()}}
+        record = step_record(step, loss, accuracy, cycles)
         self.history.append(record)
         return record
 
@@ -277,11 +282,11 @@ class Trainer:
         sparse = [spec.name for spec in self.memoryx.layers if spec.sparse]
         masks = [self.memoryx.store.get(n)["mask"] for n in sparse]
         outside = sum(int(m.size - np.count_nonzero(m)) for m in masks)
-        mesh = sum(r["mesh_cycles"] for r in self.history)
-        dense = sum(r["dense_cycles"] for r in self.history)
+        run = {key: sum(r.get(key, 0) for r in self.history) for key in STEP_TOTALS}
+        mesh, dense = run["mesh_cycles"], run["dense_cycles"]
         by_pass = {key: {name: sum(r.get(key, {}).get(name, 0) for r in self.history)
                          for name in PASSES}
-                   for key in ("cycles_by_pass", "dense_cycles_by_pass")}
+                   for key in BY_PASS}
         last = self.history[-1] if self.history else {}
         return {
             "test_accuracy": self.evaluations[-1]["test_accuracy"] if self.evaluations else None,
@@ -293,8 +298,10 @@ class Trainer:
             "format": self.s.format,
             "mesh": f"{self.config.rows}x{self.config.cols}",
             "model": "-".join(str(w) for w in (64, *self.s.hidden, 10)),
-            "mesh_cycles": mesh, "dense_cycles": dense,
+            **run,
             "speedup_vs_dense": dense / mesh if mesh else None,
+            "ideal_speedup": (run["dense_macs"] / run["useful_macs"] if run["useful_macs"]
+                              else None),
             **by_pass,
             "speedup_by_pass": {name: (by_pass["dense_cycles_by_pass"][name]
                                        / by_pass["cycles_by_pass"][name]

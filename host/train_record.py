@@ -6,7 +6,8 @@ from wse.rtl.validate import integer, number
 from .checkpoint import CheckpointError
 from .swarmx import SwarmX
 
-__all__ = ["check_run", "DATA_SETTINGS", "PASSES", "BY_PASS"]
+__all__ = ["check_run", "step_record", "DATA_SETTINGS", "PASSES", "BY_PASS", "FIGURES",
+           "STEP_TOTALS"]
 
 #: The settings that decide which samples a step trains on (the split and the batch order): a
 #: checkpoint records them and a resume must use the same.
@@ -14,8 +15,37 @@ DATA_SETTINGS = ("seed", "batch")
 
 #: The passes of a training step on the mesh, as the figures name them.
 PASSES = ("forward", "delta", "gradient")
+#: A worker's figures of a pass (:class:`~host.worker.PassFigures`), in the order the trainer
+#: gathers them.
+FIGURES = ("cycles", "dense_cycles", "io_cycles", "compute_cycles", "useful_macs",
+           "dense_macs", "blocks")
 #: A step record's figures by pass.
-BY_PASS = ("cycles_by_pass", "dense_cycles_by_pass")
+BY_PASS = ("cycles_by_pass", "dense_cycles_by_pass", "io_cycles_by_pass")
+#: A step record's totals that a run adds up: the slowest system's cycles (``mesh_cycles`` is
+#: ``io_cycles + compute_cycles``), the dense equivalent's, and the MACs of every system.
+STEP_TOTALS = ("mesh_cycles", "dense_cycles", "io_cycles", "compute_cycles", "useful_macs",
+               "dense_macs")
+#: Step records written before the edge transfers were counted hold only these.
+_EARLIER = ("cycles_by_pass", "dense_cycles_by_pass")
+
+
+def step_record(step, loss, accuracy, cycles):
+    """A step's record from its figures: ``cycles[pass]`` is an array with a row per name of
+    :data:`FIGURES` and a column per system. The step waits for its slowest system (the most
+    cycles in all: ``mesh_cycles``, and that system's ``io_cycles`` and ``compute_cycles``);
+    ``dense_cycles`` is the slowest dense equivalent's; the MACs are every system's."""
+    row = {name: k for k, name in enumerate(FIGURES)}
+    total = sum(cycles.values())
+    slowest = int(total[row["cycles"]].argmax())
+    return {"step": step, "loss": loss, "accuracy": accuracy,
+            "mesh_cycles": int(total[row["cycles"], slowest]),
+            "dense_cycles": int(total[row["dense_cycles"]].max()),
+            "io_cycles": int(total[row["io_cycles"], slowest]),
+            "compute_cycles": int(total[row["compute_cycles"], slowest]),
+            "useful_macs": int(total[row["useful_macs"]].sum()),
+            "dense_macs": int(total[row["dense_macs"]].sum()),
+            **{f"{key}_by_pass": {name: int(v[row[key]].max()) for name, v in cycles.items()}
+               for key in ("cycles", "dense_cycles", "io_cycles")}}
 
 
 def check_run(path, extra, t, *, total_steps, counts, settings):
@@ -60,16 +90,19 @@ def check_run(path, extra, t, *, total_steps, counts, settings):
     run = {"step": step, "history": [], "evaluations": []}
     keys = ("step", "loss", "accuracy", "mesh_cycles", "dense_cycles")
     for k, record in enumerate(history):
-        # records before the gradient pass ran on the mesh have no figures by pass
-        by_pass = isinstance(record, dict) and "cycles_by_pass" in record
-        record = table(f"history[{k}]", record, keys + BY_PASS if by_pass else keys)
+        # records before the gradient pass ran on the mesh have no figures by pass, and those
+        # before the edge transfers were counted no io figures
+        by_pass = BY_PASS if isinstance(record, dict) and "io_cycles" in record else \
+            _EARLIER if isinstance(record, dict) and "cycles_by_pass" in record else ()
+        totals = STEP_TOTALS[2:] if by_pass == BY_PASS else ()
+        record = table(f"history[{k}]", record, keys + totals + by_pass)
         field(integer, f"history[{k}].step", record["step"], k, k)
         record["loss"] = field(number, f"history[{k}].loss", record["loss"], 0.0)
         record["accuracy"] = field(number, f"history[{k}].accuracy", record["accuracy"],
                                    0.0, 1.0)
-        for name in ("mesh_cycles", "dense_cycles"):
+        for name in ("mesh_cycles", "dense_cycles") + totals:
             field(integer, f"history[{k}].{name}", record[name], 0)
-        for name in BY_PASS if by_pass else ():
+        for name in by_pass:
             record[name] = {p: field(integer, f"history[{k}].{name}.{p}", v, 0) for p, v in
                             table(f"history[{k}].{name}", record[name], PASSES).items()}
         run["history"].append(record)

@@ -35,11 +35,18 @@ mask (:func:`fabric.cycle_model.predict_unmasked_cycles`: a dense layer's gradie
 :func:`fabric.mesh_model.gemm_reference`; results that differ are counted (``mismatches``).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from wse.fabric.config import MeshConfig
-from wse.fabric.cycle_model import predict_cycles, predict_dense_cycles, predict_unmasked_cycles
-from wse.fabric.gradient import gradient_gemm
+from wse.fabric.cycle_model import (
+    predict_cycles,
+    predict_dense_cycles,
+    predict_io_cycles,
+    predict_unmasked_cycles,
+)
+from wse.fabric.gradient import gradient_gemm, gradient_macs
 from wse.fabric.mesh_model import gemm_reference
 from wse.fabric.tiling import run_tiled
 
@@ -47,7 +54,54 @@ from .layer_stream import LayerStream
 from .messages import decode, encode
 from .numbers import add_bias, canonical_zero, delta_sum, gradient_sum, is_float, positive
 
-__all__ = ["MeshWorker"]
+__all__ = ["MeshWorker", "PassFigures"]
+
+
+@dataclass
+class PassFigures:
+    """What one pass of one layer cost on one system: ``compute`` (cycles of its compute
+    phases), ``io`` (cycles of its edge transfers: activations loaded through the intakes,
+    results read out of the outlets), ``dense_compute`` (the compute phases of the same GEMM
+    with every weight present, or for the gradient pass without the mask: the cycle model's),
+    ``useful_macs`` and ``dense_macs`` (nonzero-by-nonzero products of the sparse and of the
+    dense GEMM) and ``blocks`` (GEMMs it was cut into, :func:`~fabric.tiling.run_tiled`).
+
+    The dense GEMM moves exactly the words the sparse one moves (the same activations into
+    the same number of slots per row, the same results out), so its edge transfers are the
+    sparse run's: ``dense`` is ``dense_compute + io``."""
+    compute: int = 0
+    io: int = 0
+    dense_compute: int = 0
+    useful_macs: int = 0
+    dense_macs: int = 0
+    blocks: int = 0
+
+    #: The reply's figures, each a table by pass.
+    REPLY = ("cycles", "io_cycles", "compute_cycles", "dense_cycles", "useful_macs",
+             "dense_macs", "blocks")
+
+    @property
+    def cycles(self):
+        return self.compute + self.io
+
+    @property
+    def io_cycles(self):
+        return self.io
+
+    @property
+    def compute_cycles(self):
+        return self.compute
+
+    @property
+    def dense_cycles(self):
+        return self.dense_compute + self.io
+
+    def count_macs(self, W, X):
+        """The useful MACs of ``W @ X`` (``W``: :class:`~fabric.tiling.SparseRows`), and of
+        the same GEMM with every weight of ``W`` nonzero."""
+        per_input = np.count_nonzero(X, axis=1)
+        self.useful_macs = int(np.bincount(W.indices, minlength=W.shape[1]) @ per_input)
+        self.dense_macs = int(per_input.sum()) * W.shape[0]
 
 
 class MeshWorker:
@@ -86,13 +140,13 @@ class MeshWorker:
 
     def _gemm(self, W, X, model=True, *, mask=None, totals=False):
         """``W @ X`` on the mesh, tiled (``W``: :class:`~fabric.tiling.SparseRows`);
-        ``(Y, cycles, dense_cycles, overflow)`` (without ``model``, cycles the mesh did not
-        measure are 0 instead of modelled, and there is no dense figure). ``mask``: a masked
-        GEMM. ``totals``: the exact ``int64`` sums of the raw 32-bit totals
-        (:func:`~fabric.tiling.run_tiled`), and as the dense figure the cycles without the
-        mask (the gradient pass)."""
+        ``(Y, figures, overflow)`` with ``figures`` a :class:`PassFigures` of the GEMM (without
+        ``model``, cycles the mesh did not measure are 0 instead of modelled, and there is no
+        dense figure). ``mask``: a masked GEMM. ``totals``: the exact ``int64`` sums of the raw
+        32-bit totals (:func:`~fabric.tiling.run_tiled`), and as the dense figure the cycles
+        without the mask (the gradient pass)."""
         fmt = self.config.fmt
-        cycles, dense = [], []
+        figures = PassFigures()
         dense_model = predict_unmasked_cycles if totals else predict_dense_cycles
 
         def block(Wb, Xb, raw, **masked):
@@ -103,27 +157,30 @@ class MeshWorker:
                 want = totals if raw else Y
                 self.checks += 1
                 self.mismatches += int(np.count_nonzero(np.asarray(result.y) != want))
+            figures.blocks += 1
             if result.cycles is not None:
-                cycles.append(result.cycles)
+                figures.compute += result.cycles
+                figures.io += result.load_cycles + result.read_cycles
             elif model:
-                cycles.append(predict_cycles(program, Xb))
+                figures.compute += predict_cycles(program, Xb)
+                figures.io += predict_io_cycles(program, Xb)
             if model:
-                dense.append(dense_model(program, Xb))
+                figures.dense_compute += dense_model(program, Xb)
             return result
 
         if not is_float(fmt):
             X = np.clip(X, fmt.operand_min, fmt.operand_max)
         tiled = run_tiled(self.config, W, X, block, mask=mask, totals=totals)
-        return tiled.y, sum(cycles), sum(dense), tiled.overflow
+        return tiled.y, figures, tiled.overflow
 
     def _figures(self, passes):
-        """The reply's figures: ``passes`` maps a pass to ``(cycles, dense, overflow)``;
+        """The reply's figures: ``passes`` maps a pass to ``(PassFigures, overflow)``;
         ``checks`` counts the results compared so far, ``mismatches`` the numbers that differed
         in this request."""
-        figures = {"cycles": {k: int(v[0]) for k, v in passes.items()},
-                   "dense_cycles": {k: int(v[1]) for k, v in passes.items()},
-                   "overflow": {k: bool(v[2]) for k, v in passes.items()},
+        figures = {"overflow": {k: bool(v[1]) for k, v in passes.items()},
                    "checks": self.checks, "mismatches": self.mismatches}
+        for name in PassFigures.REPLY:
+            figures[name] = {k: int(getattr(v[0], name)) for k, v in passes.items()}
         self.mismatches = 0
         return figures
 
@@ -140,14 +197,16 @@ class MeshWorker:
             raise ValueError(f"layer {layer}'s forward pass before layer {layer - 1}'s")
         else:
             A = self._next_input
-        Z, cycles, dense, overflow = self._gemm(s.weights(), A, model=train)
+        weights = s.weights()
+        Z, figures, overflow = self._gemm(weights, A, model=train)
+        figures.count_macs(weights, A)
         fmt = self.config.fmt
         Y, beyond = add_bias(fmt, Z, s.bias)
         if is_float(fmt):       # made infinite; int16's saturation here is not counted
             overflow |= beyond
         if train:
             self.inputs[layer] = A
-        reply = self._figures({"forward": (cycles, dense, overflow)})
+        reply = self._figures({"forward": (figures, overflow)})
         if last:
             reply["y"] = Y
         else:
@@ -165,9 +224,15 @@ class MeshWorker:
         A = self.inputs.pop(layer)
         fmt = self.config.fmt
         passes = {}
-        dW, *passes["gradient"] = gradient_gemm(self._gemm, s.shape, s.rows, s.indices, dY, A)
+        dW, figures, overflow = gradient_gemm(self._gemm, s.shape, s.rows, s.indices, dY, A)
+        figures.useful_macs, figures.dense_macs = gradient_macs(s.shape, s.rows, s.indices,
+                                                                dY, A)
+        passes["gradient"] = figures, overflow
         if layer > 0:
-            dA, *passes["delta"] = self._gemm(s.weights().transpose(), dY)
+            weights = s.weights().transpose()
+            dA, figures, overflow = self._gemm(weights, dY)
+            figures.count_macs(weights, dY)
+            passes["delta"] = figures, overflow
             self.delta = canonical_zero(fmt, np.where(self.active.pop(layer - 1), dA, 0))
         else:
             self.delta = None

@@ -152,9 +152,9 @@ def _golden_gradient(config, shape, rows, cols, dY, A):
             def block(Wb, Xb, raw, **masked):
                 return system.gemm(Wb, Xb, raw=raw, counters=False, **masked)
             tiled = run_tiled(config, W, X, block, mask=mask, totals=totals)
-            return tiled.y, 0, 0, tiled.overflow
+            return tiled.y, tiled.overflow
 
-        dW, _, _, overflow = gradient_gemm(gemm, shape, rows, cols, dY, A)
+        dW, overflow = gradient_gemm(gemm, shape, rows, cols, dY, A)
     return dW, overflow
 
 
@@ -230,8 +230,9 @@ def test_a_gradient_that_saturates_is_reported_by_the_worker():
         dY = np.full((3, 8), 32767)
         A = np.full((5, 8), 32767)
         rows, cols = np.nonzero(np.eye(3, 5, dtype=bool))
-        dW, cycles, dense, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, dY, A)
-        assert overflow and (dW == 2**31 - 1).all() and cycles > 0 and dense >= cycles
+        dW, figures, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, dY, A)
+        assert overflow and (dW == 2**31 - 1).all()
+        assert figures.cycles > 0 and figures.dense_cycles >= figures.cycles
         small, *_, fine = gradient_gemm(worker._gemm, (3, 5), rows, cols, dY // 64, A // 64)
         assert not fine
         np.testing.assert_array_equal(small, gradient_reference(
@@ -251,9 +252,9 @@ def test_a_bf16_gradient_that_overflows_is_flagged_and_refused_by_the_worker():
     try:
         big, _ = numerics.encode(fmt, np.full((3, 8), 2.0 ** 120))
         rows, cols = np.nonzero(np.eye(3, 5, dtype=bool))
-        dW, cycles, dense, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, big,
-                                                    big[:1].repeat(5, axis=0))
-        assert overflow and (numerics.as_float32(dW) == np.inf).all() and cycles > 0
+        dW, figures, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, big,
+                                              big[:1].repeat(5, axis=0))
+        assert overflow and (numerics.as_float32(dW) == np.inf).all() and figures.cycles > 0
         layer = LayerStream.from_dense("fc0", fmt, np.eye(3, 5), np.ones((3, 5), bool),
                                        np.zeros(3))
         x, _ = numerics.encode(fmt, np.full((5, 8), 2.0 ** 120))
