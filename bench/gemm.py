@@ -20,7 +20,7 @@ import numpy as np
 
 from wse.fabric import numerics
 from wse.fabric.config import gemm_config, parse_mesh
-from wse.fabric.cycle_model import predict_cycles
+from wse.fabric.cycle_model import predict_cycles, predict_io_cycles
 from wse.fabric.mesh_model import gemm_reference
 from wse.rtl.numfmt import BFloat16, number_format
 from wse.rtl.validate import count, number
@@ -82,10 +82,14 @@ def bench_gemm(*, mesh=(4, 4), sparsity=0.9, out_features=64, in_features=64, to
                progress=None):
     """Measure one sparsity (see the module docstring); returns the figures as a dict:
 
-    ``cycles`` (compute phase of the sparse GEMM), ``model_cycles`` (:mod:`fabric.cycle_model`),
-    ``ideal_cycles`` (useful MACs over the mesh's
-    MACs), ``dense_cycles`` (the unpruned ``W0``), ``speedup_vs_dense``, ``ideal_speedup``
-    (``1 / (1 - sparsity)``), ``zeros_streamed_cycles`` (``W`` with its zeros streamed),
+    ``cycles`` (compute phase of the sparse GEMM, also as ``compute_cycles``), ``model_cycles``
+    (:mod:`fabric.cycle_model`), ``ideal_cycles`` (useful MACs over the mesh's
+    MACs), ``dense_cycles`` (the unpruned ``W0``), ``speedup_vs_dense`` (compute phases),
+    ``ideal_speedup`` (the dense GEMM's useful MACs over the sparse one's, ``1 / (1 -
+    sparsity)`` with no zero activation), ``io_cycles`` (the sparse GEMM's edge transfers:
+    loading ``X``, reading ``Y``; the dense GEMM's are the same words), ``model_io_cycles``,
+    ``speedup_with_io`` (dense over sparse, both with their edge transfers),
+    ``zeros_streamed_cycles`` (``W`` with its zeros streamed),
     ``utilisation`` (ideal / cycles), ``psum_overhead_cycles_per_output`` (cycles the busiest
     core spent on anything but AXPYs, per output), ``bit_exact``, ``macs_issued``,
     ``macs_skipped_weight``, ``macs_skipped_act`` (summed over the mesh, sparse run), ``nnz``,
@@ -150,13 +154,20 @@ def _figures(sparse, zeros, dense, X, sparsity, exact):
     axpy = sparse.counters["busy_cycles"]
     cycles = sparse.cycles
     timed = cycles is not None
+    io = None if sparse.load_cycles is None else sparse.load_cycles + sparse.read_cycles
+    dense_io = None if dense.load_cycles is None else dense.load_cycles + dense.read_cycles
     figures = {
         "cycles": cycles,
+        "compute_cycles": cycles,
         "model_cycles": predict_cycles(program, X),
         "ideal_cycles": ideal,
         "dense_cycles": dense.cycles,
         "speedup_vs_dense": _ratio(dense.cycles, cycles),
-        "ideal_speedup": _ratio(1, 1 - sparsity),
+        "ideal_speedup": _ratio(dense.program.useful_macs(X), program.useful_macs(X)),
+        "io_cycles": io,
+        "model_io_cycles": predict_io_cycles(program, X),
+        "speedup_with_io": (None if io is None or dense_io is None or cycles is None
+                            else _ratio(dense.cycles + dense_io, cycles + io)),
         "zeros_streamed_cycles": zeros.cycles,
         "utilisation": _ratio(ideal, cycles),
         "psum_overhead_cycles_per_output":

@@ -13,7 +13,7 @@ from wse.rtl.validate import count
 
 from .routes import ColorPlan
 
-__all__ = ["MeshConfig", "gemm_config", "parse_mesh"]
+__all__ = ["MeshConfig", "gemm_config", "parse_mesh", "train_config", "TrainSizing"]
 
 
 def parse_mesh(text):
@@ -34,8 +34,7 @@ class MeshConfig:
     column up to ``n_tok`` tokens. ``edges`` adds edge ports (``fabric.routes.ColorPlan``);
     ``depth`` is the router queues' depth, ``acc_buffers`` and ``psum_depth`` the cores'
     accumulator buffers and psum FIFO depth (timing only: results never depend on them; 8 and
-    16 let a row run a few outputs ahead of its neighbours: on a 4x4 mesh (before the psum
-    bypass), a 64x64 GEMM at 90 % sparsity took 1022 cycles with them, 1089 with 4 and 4).
+    16 let a row run a few outputs ahead of its neighbours, ``docs/mesh.md``).
     ``counter_adders`` (1 or 2) is how the cores' counters are built: one 32-bit adder shared
     by the READ engine and the counters' updates, or one each (the same counts in the same
     cycles, on a shorter path: the iCEBreaker's choice, ``docs/fpga.md``).
@@ -150,3 +149,56 @@ def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrid
         n_feat=max(base.n_feat, math.ceil(in_features / rows)),
         n_out=base.n_out if raw else max(base.n_out, math.ceil(out_features / rows)),
         n_tok=max(base.n_tok, n_tok))
+
+
+@dataclass(frozen=True)
+class TrainSizing:
+    """What :func:`train_config` chose: the ``config``, and for each layer that its cores
+    cannot hold whole, why (``blocked``: layer name -> a sentence); empty when every layer's
+    forward and delta pass runs as one GEMM."""
+    config: MeshConfig
+    blocked: dict
+
+
+def train_config(mesh, widths, shard, *, names=None, **overrides):
+    """The :class:`MeshConfig` of ``mesh`` (``(rows, cols)``) whose cores hold the complete
+    layers of a network of ``widths`` (``(n_in, hidden..., n_out)``) for a batch shard of
+    ``shard`` tokens, at least as large as the default (or ``overrides``): ``n_feat`` and
+    ``n_out`` a row's share of the widest layer in either direction (the forward pass's inputs
+    and outputs are the delta pass's outputs and inputs) and of the shard (the weight-gradient
+    pass's features are the tokens), ``n_tok`` the next power of two of a
+    column's share of the shard. Where the cores' memory cannot hold that much (``n_feat *
+    n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``, ``docs/pe.md``), ``n_feat`` and ``n_out``
+    are cut to what fits and the layers wider than that run in blocks
+    (:mod:`fabric.tiling`): :class:`TrainSizing` says which.
+
+    ``ValueError`` naming the limit and the numbers when even one feature per core cannot hold
+    the shard's tokens (a column holds at most 4096 tokens)."""
+    rows, cols = mesh
+    widths = [count("width", w) for w in widths]
+    shard = count("shard", shard)
+    names = names or [f"fc{j}" for j in range(len(widths) - 1)]
+    base = MeshConfig(rows, cols, **overrides)
+    n_tok = max(base.n_tok, 1 << (math.ceil(shard / cols) - 1).bit_length())
+    if n_tok > _MAX_DIM:
+        raise ValueError(f"a batch shard of {shard} tokens does not fit the {rows}x{cols} mesh: "
+                         f"its {cols} columns hold at most {cols * _MAX_DIM} tokens "
+                         f"({_MAX_DIM} a core); use more systems or a smaller batch")
+    widest = math.ceil(max(*widths, shard) / rows)    # the gradient pass's features: tokens
+    n_feat = min(max(base.n_feat, widest), _MAX_DIM, _X_WORDS // n_tok)
+    n_out = min(max(base.n_out, widest), _MAX_DIM, _Y_WORDS // n_tok)
+    blocked = {}
+    for name, n_in, n_o in zip(names, widths, widths[1:]):
+        over = [f"{width} {what} > {rows} rows x {held}" for what, width, held in (
+            ("inputs", n_in, n_feat), ("outputs", n_o, n_out))
+            if width > rows * held]
+        if over or max(n_in, n_o) > rows * min(n_feat, n_out):
+            blocked[name] = (f"{name} runs in blocks: {', '.join(over) or 'its delta pass'} "
+                             f"(a core holds {n_feat} features and {n_out} outputs of "
+                             f"{n_tok} tokens)")
+    return TrainSizing(dataclasses.replace(base, n_feat=n_feat, n_out=n_out, n_tok=n_tok),
+                       blocked)
+
+
+#: A core's largest dimension, and the words its X and Y regions hold (``docs/pe.md``).
+_MAX_DIM, _X_WORDS, _Y_WORDS = 4096, 0x8000, 0x7F00

@@ -26,12 +26,13 @@ weight gradients are binary32 sums on its mesh over its own tokens, rounded as t
 digest depends on the number of systems (deterministic for each; ``docs/host.md``, "bf16").
 """
 
+import math
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from wse.fabric.config import MeshConfig
+from wse.fabric.config import train_config
 from wse.rtl.numfmt import number_format
 from wse.rtl.validate import count, integer, number
 
@@ -131,13 +132,16 @@ class Trainer:
     def __init__(self, settings, *, directory=None, resume=None):
         self.s = s = settings
         self.x_train, self.y_train, self.x_test, self.y_test = load_digits_split(s.seed)
-        self.config = MeshConfig(*s.mesh, fmt=number_format(s.format))
-        self.fmt = self.config.fmt
-        self.steps_per_epoch = len(self.y_train) // s.batch
-        self.total_steps = s.steps if s.steps is not None else s.epochs * self.steps_per_epoch
         widths = (self.x_train.shape[1], *s.hidden, 10)
         specs = [LayerSpec(f"fc{j}", widths[j], widths[j + 1], sparse=j < len(s.hidden))
                  for j in range(len(widths) - 1)]
+        self.sizing = train_config(s.mesh, widths, math.ceil(s.batch / s.systems),
+                                   names=[spec.name for spec in specs],
+                                   fmt=number_format(s.format))
+        self.config = self.sizing.config
+        self.fmt = self.config.fmt
+        self.steps_per_epoch = len(self.y_train) // s.batch
+        self.total_steps = s.steps if s.steps is not None else s.epochs * self.steps_per_epoch
         ramp_end = max(1, self.total_steps // 2)
         schedule = None if s.sparsity == 0 else SparsitySchedule(
             s.sparsity, kind=s.prune, start=0, end=ramp_end,
@@ -316,6 +320,8 @@ class Trainer:
             "model_bytes": self.memoryx.model_bytes(),
             "model_bytes_int16": sum(2 * s.n_in * s.n_out for s in self.memoryx.layers),
             "mesh_sram_bytes": self.config.sram_bytes,
+            "core": {name: getattr(self.config, name) for name in ("n_feat", "n_out", "n_tok")},
+            "blocked_layers": dict(self.sizing.blocked),
             "swarmx": self.swarm.stats(), "memoryx": self.memoryx.store.stats(),
             "settings": asdict(self.s),
             "seconds": round(getattr(self, "seconds", 0.0), 2),

@@ -8,7 +8,11 @@ from click.testing import CliRunner
 from wse.host.cli import main
 
 FIELDS = ("test_accuracy", "weight_sparsity", "steps", "systems", "backend", "mesh_cycles",
-          "dense_cycles", "weights_digest")
+          "dense_cycles", "io_cycles", "compute_cycles", "ideal_speedup", "weights_digest")
+
+
+def saved_history(directory):
+    return json.loads((directory / "report.json").read_text())["history"]
 
 
 def _run(*args):
@@ -24,6 +28,12 @@ def test_json_report_and_output_directory(tmp_path):
     assert (report["steps"], report["systems"], report["backend"]) == (4, 2, "golden")
     assert 0 <= report["test_accuracy"] <= 1 and len(report["weights_digest"]) == 64
     assert report["mesh_cycles"] > 0 and report["dense_cycles"] >= report["mesh_cycles"]
+    # every cycle counted: the edge transfers and the compute phases of the slowest system
+    assert report["io_cycles"] > 0 and report["compute_cycles"] > 0
+    assert report["mesh_cycles"] == sum(r["mesh_cycles"] for r in saved_history(tmp_path))
+    assert all(r["mesh_cycles"] == r["io_cycles"] + r["compute_cycles"]
+               for r in saved_history(tmp_path))
+    assert report["ideal_speedup"] > report["speedup_vs_dense"] > 1
     for name in ("report.json", "checkpoint.npz", "loss.png", "cycles.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     saved = json.loads((tmp_path / "report.json").read_text())

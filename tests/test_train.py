@@ -111,15 +111,19 @@ def test_resume_continues_exactly(tmp_path, reference):
 
 
 def test_a_model_ten_times_the_mesh_sram_trains_on_4x4(tmp_path):
-    report = _train(tmp_path, steps=3, hidden=(512, 512), memory_bytes=1 << 20)
-    print(f"\n64-512-512-10: {report['model_bytes_int16']} bytes of int16 weights, "
+    """The cores hold a whole layer's activations for the batch (sized from the model), never
+    its weights: a model with ten times more weights than the mesh has SRAM trains."""
+    report = _train(tmp_path, steps=2, hidden=(768, 768), memory_bytes=1 << 20)
+    assert report["core"] == {"n_feat": 192, "n_out": 192, "n_tok": 8}
+    assert report["blocked_layers"] == {}
+    print(f"\n64-768-768-10: {report['model_bytes_int16']} bytes of int16 weights, "
           f"{report['mesh_sram_bytes']} bytes of mesh SRAM "
           f"({report['model_bytes_int16'] / report['mesh_sram_bytes']:.0f}x); "
           f"MemoryX {report['memoryx']}")
     assert report["model_bytes_int16"] >= 10 * report["mesh_sram_bytes"]
-    assert report["mesh"] == "4x4" and report["steps"] == 3
+    assert report["mesh"] == "4x4" and report["steps"] == 2
     assert np.isfinite(report["final_loss"]) and report["history"][-1]["mesh_cycles"] > 0
-    assert report["memoryx"]["spills"] > 0       # the 1 MiB tier cannot hold 3.6 MB of state
+    assert report["memoryx"]["spills"] > 0       # 1 MiB cannot hold the weights and Adam state
     assert report["layer_sparsity"]["fc1"] > 0.5
 
 

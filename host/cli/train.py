@@ -142,6 +142,8 @@ def train(mesh, systems, fanout, swarm, address, backend, fmt, hidden, sparsity,
     except MemoryError as error:
         raise click.ClickException(f"out of memory building the model ({error}): narrow "
                                    f"--hidden, or bound --memory-bytes") from None
+    for line in trainer.sizing.blocked.values():     # a layer the cores cannot hold whole
+        console.print(f"note: {line}", style="yellow", markup=False, highlight=False)
     with trainer:
         report = _run(trainer, out_dir, checkpoint_every)
         if out_dir is not None:
@@ -213,11 +215,12 @@ def _summary(report):
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = {k: report[k] for k in ("format", "test_accuracy", "weight_sparsity", "steps",
-                                   "final_loss", "mesh_cycles", "dense_cycles",
-                                   "speedup_vs_dense")}
+                                   "final_loss", "mesh_cycles", "io_cycles", "compute_cycles",
+                                   "dense_cycles", "speedup_vs_dense", "ideal_speedup")}
     for name in report["cycles_by_pass"]:
         speedup = report["speedup_by_pass"][name]
-        rows[f"{name} pass"] = (f"{report['cycles_by_pass'][name]} cycles (dense "
+        rows[f"{name} pass"] = (f"{report['cycles_by_pass'][name]} cycles, "
+                                f"{report['io_cycles_by_pass'][name]} of them io (dense "
                                 f"{report['dense_cycles_by_pass'][name]}, "
                                 + ("-" if speedup is None else f"{speedup:.2f}x") + ")")
     rows |= {k: report[k] for k in ("cycles_source", "gradient_source", "checked_results",

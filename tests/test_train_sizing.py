@@ -1,0 +1,49 @@
+"""The mesh a training run builds (:func:`fabric.config.train_config`): cores that hold a whole
+layer's activations for the batch shard, blocks only where the cores' memory cannot, said so
+before training starts; a shard no column can hold is refused in one line."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from wse.fabric.config import MeshConfig, train_config
+from wse.host.cli import main
+
+
+def test_the_default_model_keeps_the_default_cores():
+    sizing = train_config((4, 4), (64, 64, 10), 32)
+    assert sizing.config == MeshConfig(4, 4) and sizing.blocked == {}
+
+
+def test_cores_grow_to_hold_the_widest_layer_and_the_shard():
+    sizing = train_config((4, 4), (64, 512, 512, 10), 32)
+    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (128, 128, 8)
+    assert sizing.blocked == {}
+    shard = train_config((2, 4), (64, 64, 10), 100)     # 25 tokens a column, 50 a row
+    assert (shard.config.n_tok, shard.config.n_feat) == (32, 50)
+
+
+def test_a_layer_the_cores_cannot_hold_runs_in_blocks_and_the_run_says_so():
+    sizing = train_config((1, 1), (64, 512, 10), 1024)
+    assert sizing.config.n_tok == 1024
+    assert sizing.config.n_feat * 1024 <= 0x8000 and sizing.config.n_out * 1024 <= 0x7F00
+    assert set(sizing.blocked) == {"fc0", "fc1"}
+    assert sizing.blocked["fc1"].startswith("fc1 runs in blocks: 512 inputs > 1 rows x 32")
+
+
+def test_a_shard_no_column_can_hold_is_refused_naming_the_numbers():
+    with pytest.raises(ValueError, match="a batch shard of 8193 tokens does not fit the 1x2 "
+                                         "mesh: its 2 columns hold at most 8192 tokens"):
+        train_config((1, 2), (64, 10), 8193)
+
+
+def test_wse_train_prints_the_blocked_layers_and_reports_them():
+    result = CliRunner().invoke(main, ["train", "--mesh", "1x1", "--hidden", "512",
+                                       "--steps", "1", "--batch", "1024", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "note: fc0 runs in blocks" in result.output
+    report = json.loads(result.output.splitlines()[-1])
+    assert set(report["blocked_layers"]) == {"fc0", "fc1"}
+    assert report["core"]["n_tok"] == 1024
+    assert report["mesh_cycles"] == report["io_cycles"] + report["compute_cycles"]
