@@ -25,8 +25,11 @@ Transports (:data:`TRANSPORTS`) carry the same byte messages (:mod:`host.message
   and refuses.
 """
 
+import contextlib
 import multiprocessing
 import re
+import signal
+import threading
 
 import numpy as np
 
@@ -213,6 +216,22 @@ def _serve(connection, worker, index):
         mesh.close()
 
 
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while a system's process starts, so that it ignores it for good (Python
+    keeps an inherited ``SIG_IGN``): Ctrl-C reaches the whole process group, and only this
+    process, which owns the systems and closes them, should act on it (a system interrupted in
+    the middle of a request would print its traceback and leave this one waiting)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Processes:
     def __init__(self, n, worker, address):
         ctx = multiprocessing.get_context("spawn")
@@ -221,7 +240,8 @@ class _Processes:
             here, there = ctx.Pipe()
             p = ctx.Process(target=_serve, args=(there, worker, i), daemon=True,
                             name=f"wse-system-{i}")
-            p.start()
+            with _sigint_ignored():
+                p.start()
             there.close()
             self.connections.append(here)
             self.processes.append(p)

@@ -144,3 +144,82 @@ def test_x_with_no_tokens_says_so(tmp_path, fmt):
     _one_error_line(result, "X has 0 tokens")
     assert "do not fit" not in result.output
     assert not (tmp_path / "Y.npy").exists()
+
+
+# -- --mesh ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mesh, message", [
+    ("99999999999999999999x1", "mesh must have at most 1024 rows, not 99999999999999999999"),
+    ("3000000000x1", "mesh must have at most 1024 rows, not 3000000000"),
+    ("100000x1", "mesh must have at most 1024 rows, not 100000"),
+    ("2x99999999999999999999", "mesh must have at most 64 columns"),
+])
+@pytest.mark.parametrize("command", [["gemm", "W.npy", "X.npy", "-o", "Y.npy"], ["train"],
+                                     ["export", "-o", "mesh.v"], ["bench", "gemm"]])
+def test_mesh_has_an_upper_bound(tmp_path, monkeypatch, mesh, message, command):
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "W.npy", np.ones((2, 2), dtype=np.int64))
+    np.save(tmp_path / "X.npy", np.ones((2, 2), dtype=np.int64))
+    result = CliRunner().invoke(main, [*command, "--mesh", mesh])
+    _one_error_line(result, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["W.npy", "X.npy"]
+
+
+# -- Ctrl-C -------------------------------------------------------------------------------------
+
+#: A ``wse`` that sends itself SIGINT when it first imports ``module`` (so while the command line
+#: is being imported, or while a command runs), deterministically.
+INTERRUPT_AT = """
+import os, signal, sys
+class Trip:
+    def find_spec(self, name, path, target=None):
+        if name == {module!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Trip())
+from wse.host.cli import main
+main({args!r})
+"""
+
+
+@pytest.mark.parametrize("module", ["wse.host.cli.train", "wse.runtime.golden"])
+def test_ctrl_c_is_one_line(tmp_path, module):
+    np.save(tmp_path / "W.npy", np.ones((2, 2), dtype=np.int64))
+    np.save(tmp_path / "X.npy", np.ones((2, 2), dtype=np.int64))
+    code = INTERRUPT_AT.format(module=module, args=["gemm", "W.npy", "X.npy", "-o", "Y.npy"])
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.strip() == "Error: interrupted", run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["W.npy", "X.npy"]
+
+
+def test_ctrl_c_with_system_processes_is_one_line(tmp_path):
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    run = subprocess.Popen([*WSE, "train", "--swarm", "process", "--systems", "2", "--steps",
+                            "100000"], cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(psutil.Process(run.pid).children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(4)                   # the systems are answering requests
+        children = psutil.Process(run.pid).children()
+        assert len(children) >= 2 and run.poll() is None
+        os.killpg(run.pid, signal.SIGINT)       # as a terminal's Ctrl-C does
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 130, err
+    lines = [line for line in err.splitlines() if not line.startswith("train ")]
+    assert lines == ["Error: interrupted"], err
+    time.sleep(1)
+    left = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [(c.pid, c.name(), c.cmdline()) for c in left]

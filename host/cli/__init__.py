@@ -4,21 +4,62 @@
 (:mod:`.sim`), ``wse bench`` measures (:mod:`.bench`), ``wse export`` writes Verilog
 (:mod:`.export`), ``wse train`` trains a network by weight streaming (:mod:`.train`),
 ``wse build`` makes a bitstream (:mod:`.build`). Shared options live in :mod:`.options`.
+
+Ctrl-C ends any command with one line and exit code 130, whenever it comes: while the commands
+are being imported (a fraction of a second at start), or while one runs.
 """
 
-import click
-
-from .bench import bench
-from .build import build
-from .export import export
-from .gemm import gemm
-from .sim import sim
-from .train import train
-
-__all__ = ["main"]
+import signal
+import sys
+import threading
 
 
-@click.group()
+def _interrupted(signum, frame):
+    """SIGINT while the command line is still being imported: one line, no traceback."""
+    sys.stderr.write("Error: interrupted\n")
+    sys.stderr.flush()
+    raise SystemExit(130)
+
+
+# (only where Python's own handler is in place: a SIGINT ignored by the caller stays ignored)
+_HANDLE = (threading.current_thread() is threading.main_thread()
+           and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+if _HANDLE:
+    _previous = signal.signal(signal.SIGINT, _interrupted)
+try:
+    import click
+
+    from .bench import bench
+    from .build import build
+    from .export import export
+    from .gemm import gemm
+    from .sim import sim
+    from .train import train
+finally:
+    if _HANDLE:
+        signal.signal(signal.SIGINT, _previous)
+
+__all__ = ["Interrupted", "main"]
+
+
+class Interrupted(click.ClickException):
+    """Ctrl-C while a command runs."""
+
+    exit_code = 130
+
+
+class _Main(click.Group):
+    """The ``wse`` group: Ctrl-C while a command runs is :class:`Interrupted` (one
+    ``Error: interrupted`` line, exit code 130), not a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted") from None
+
+
+@click.group(cls=_Main)
 @click.version_option(package_name="wse-mini")
 def main():
     """wse-mini: a wafer-scale engine in miniature (Amaranth RTL, cocotb, numpy)."""

@@ -15,9 +15,9 @@ from rich.console import Console
 
 from wse.rtl import validate
 
-__all__ = ["BACKENDS", "BOARD_BACKEND", "BOARDS", "FORMAT_OPTION", "MESH_OPTION", "MODEL_BACKENDS",
-           "Number", "RegistryChoice", "SIMULATORS", "console", "make_directory", "mesh_shape",
-           "output_file"]
+__all__ = ["BACKENDS", "BOARD_BACKEND", "BOARDS", "FORMAT_OPTION", "MAX_ROWS", "MESH_OPTION",
+           "MODEL_BACKENDS", "Number", "RegistryChoice", "SIMULATORS", "console",
+           "make_directory", "mesh_shape", "output_file"]
 
 #: The backend that runs a mesh on a board over its serial bridge: it needs ``--board`` and
 #: ``--port``, which only ``wse gemm`` has.
@@ -116,16 +116,31 @@ def output_file(suffix, what):
     return check
 
 
+#: ``--mesh``'s rows at most: a mesh's programs, route plans and golden model grow with the
+#: square of its rows (1024 rows: seconds; 4096: tens of seconds; far beyond: hours or no memory).
+MAX_ROWS = 1024
+
+
 def mesh_shape(ctx, param, value):
-    """Click callback: ``--mesh RxC`` -> ``(rows, cols)``, or a ``BadParameter`` saying why."""
+    """Click callback: ``--mesh RxC`` -> ``(rows, cols)``, or a ``BadParameter`` saying why
+    (at most :data:`MAX_ROWS` rows and :data:`wse.fabric.routes.MAX_COLS` columns)."""
     from wse.fabric.config import parse_mesh
+    from wse.fabric.routes import MAX_COLS
 
     if value is None:
         return None
     try:
-        return parse_mesh(value)
+        rows, cols = parse_mesh(value)
     except ValueError as error:
         raise click.BadParameter(str(error), ctx=ctx, param=param) from None
+    if rows > MAX_ROWS:
+        raise click.BadParameter(f"mesh must have at most {MAX_ROWS} rows, not {rows}",
+                                 ctx=ctx, param=param)
+    if cols > MAX_COLS:
+        raise click.BadParameter(f"mesh must have at most {MAX_COLS} columns (configuration "
+                                 f"reaches a tile at most {MAX_COLS - 1} hops from its row's "
+                                 f"intake), not {cols}", ctx=ctx, param=param)
+    return rows, cols
 
 
 MESH_OPTION = click.option("--mesh", default="4x4", show_default=True, metavar="RxC",
