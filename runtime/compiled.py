@@ -15,14 +15,14 @@ import select
 import shutil
 import struct
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from wse.rtl.validate import count, number
-from wse.sim.cocotb_run import DEFAULT_TIMEOUT
+from wse.sim.cocotb_run import default_timeout, forget_build
 from wse.sim.compiled import build_harness
 from wse.sim.lanes import build_lanes_harness
+from wse.sim.scratch import make_folder
 
 from .simulator import _reply
 from .system import RESET_CYCLES, SimulationError, System
@@ -30,6 +30,8 @@ from .system import RESET_CYCLES, SimulationError, System
 __all__ = ["CompiledSystem"]
 
 _WORD = struct.Struct("<Q")
+#: The sessions' folders' prefix in the temporary directory (``<prefix><pid>-<random>``).
+SESSION_PREFIX = "wse-compiled-"
 #: Seconds :meth:`CompiledSystem.close` waits for the simulator to end after ``quit``.
 CLOSE_WAIT = 30.0
 
@@ -97,7 +99,7 @@ class CompiledSystem(System):
                              f"has none)")
         self.watchdog = count("watchdog", watchdog)
         self.reset_cycles = count("reset_cycles", reset_cycles)
-        self.reply_timeout = number("reply_timeout", DEFAULT_TIMEOUT if reply_timeout is None
+        self.reply_timeout = number("reply_timeout", default_timeout() if reply_timeout is None
                                     else reply_timeout, 0, open_lo=True)
         self.loop_seconds = 0.0
         try:
@@ -108,7 +110,7 @@ class CompiledSystem(System):
                                              hierarchical=hierarchical)
         except RuntimeError as error:       # a failed build names its log
             raise SimulationError(str(error)) from None
-        self._folder = Path(tempfile.mkdtemp(prefix="wse-compiled-"))
+        self._folder = make_folder(SESSION_PREFIX)
         self.waves = None
         command = [str(self.harness.executable), "--reset-cycles", str(self.reset_cycles),
                    "--watchdog", str(self.watchdog)]
@@ -117,10 +119,22 @@ class CompiledSystem(System):
                           else Path(waves).resolve())
             command += ["--waves", str(self.waves)]
         self._log = self._folder / "sim.log"
-        with open(self._log, "w") as log:
-            self._process = subprocess.Popen(command, stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=log,
-                                             cwd=self._folder)
+        self._process = None
+        try:
+            with open(self._log, "w") as log:
+                self._process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                                 stdout=subprocess.PIPE, stderr=log,
+                                                 cwd=self._folder)
+        except OSError as error:            # a damaged build: the next one rebuilds it
+            self._tidy()
+            forget_build(self.harness.directory)
+            raise SimulationError(f"cannot run the compiled simulator "
+                                  f"{self.harness.executable}: {error.strerror or error} "
+                                  f"(its build is discarded: the next run rebuilds it)"
+                                  ) from None
+        except BaseException:
+            self._tidy()
+            raise
         self._peer = f"the compiled {engine} simulation"
 
     # The System's primitive -------------------------------------------------------------------

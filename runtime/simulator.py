@@ -20,7 +20,7 @@ import threading
 from wse.fabric.mesh import AxiStreamMesh
 from wse.rtl.validate import count, number
 from wse.rtl.wavelet import WAVELET_BITS
-from wse.sim.cocotb_run import DEFAULT_TIMEOUT, SIMULATORS, build_once, run
+from wse.sim.cocotb_run import SIMULATORS, build_once, default_timeout, run
 
 from .system import RESET_CYCLES, Exchange, SimulationError, System
 from .wire import MAX_MESSAGE_BYTES, ChannelClosed, Rendezvous, short
@@ -57,7 +57,7 @@ class CocotbSystem(System):
         Seconds the simulator has to start and connect (after the build).
     reply_timeout : float or None
         Seconds an exchange may take, from the request to the whole reply; by default
-        ``WSE_SIM_TIMEOUT`` (:data:`sim.cocotb_run.DEFAULT_TIMEOUT`, 900 s unless set). A big
+        ``WSE_SIM_TIMEOUT`` (:func:`sim.cocotb_run.default_timeout`, 900 s unless set). A big
         program on a big mesh may need more.
     max_message_bytes : int
         The longest reply accepted (and request sent).
@@ -79,7 +79,7 @@ class CocotbSystem(System):
         self.watchdog = count("watchdog", watchdog)
         self.reset_cycles = count("reset_cycles", reset_cycles)
         connect_timeout = number("connect_timeout", connect_timeout, 0, open_lo=True)
-        self.reply_timeout = number("reply_timeout", DEFAULT_TIMEOUT if reply_timeout is None
+        self.reply_timeout = number("reply_timeout", default_timeout() if reply_timeout is None
                                     else reply_timeout, 0, open_lo=True)
         max_message_bytes = count("max_message_bytes", max_message_bytes)
         self.result = None
@@ -87,7 +87,10 @@ class CocotbSystem(System):
         self._ended = False
         self._channel = None
         self._peer = f"the {sim} simulation"
-        self.built = self._build(waves)
+        try:
+            self.built = self._build(waves)
+        except RuntimeError as error:       # a failed build names its log or its folder
+            raise SimulationError(str(error)) from None
         self._rendezvous = Rendezvous()
         params = {"config": self.config.to_dict(), "socket": self._rendezvous.address,
                   "watchdog": self.watchdog, "timeout": self.timeout,

@@ -18,17 +18,18 @@ import os
 import reprlib
 import shutil
 import socket
-import tempfile
 import threading
 import time
 import weakref
 from multiprocessing.connection import Client, Listener
 
 from wse.rtl.validate import count, number
+from wse.sim.scratch import make_folder
 
 from .system import SimulationError
 
-__all__ = ["MAX_MESSAGE_BYTES", "ChannelClosed", "Channel", "Rendezvous", "connect", "short"]
+__all__ = ["MAX_MESSAGE_BYTES", "SOCKET_PREFIX", "ChannelClosed", "Channel", "Rendezvous",
+           "connect", "short"]
 
 #: The longest message either end accepts, in bytes (a reply of a few million wavelets).
 MAX_MESSAGE_BYTES = 1 << 28
@@ -178,13 +179,18 @@ def connect(address, **channel):
     return Channel(connection, **channel)
 
 
+#: The socket folders' prefix in the temporary directory (``<prefix><pid>-<random>``: a folder
+#: whose process was killed is removed by the next one made, :func:`wse.sim.scratch.sweep`).
+SOCKET_PREFIX = "wse-socket-"
+
+
 class Rendezvous:
     """A Unix socket for one peer, in a temporary folder of its own; :meth:`close` removes
     both (and so does the garbage collector, or the interpreter's exit, if no one called it).
     ``address`` is what the peer gives :func:`connect`."""
 
     def __init__(self):
-        self.directory = tempfile.mkdtemp(prefix="wse-")
+        self.directory = str(make_folder(SOCKET_PREFIX))
         self.address = os.path.join(self.directory, "mesh.sock")
         self._lock = threading.Lock()
         self._woken = False

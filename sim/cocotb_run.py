@@ -9,6 +9,7 @@ the same time; every run gets its own test directory and results file.
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -21,7 +22,9 @@ from xml.etree import ElementTree
 from . import toolchain
 from .export import export_verilog
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "Build", "Result", "build", "build_once", "locked", "run"]
+__all__ = ["SIMULATORS", "BUILD_ROOT", "DEFAULT_TIMEOUT", "Build", "Result", "build", "build_once",
+           "build_directory", "cached_seconds", "default_timeout", "forget_build", "locked",
+           "run"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -29,7 +32,58 @@ BUILD_ROOT = Path(os.environ.get("WSE_BUILD_DIR", "build")) / "sim"
 
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT"]
 _TIMESCALE = ("1ns", "1ps")
-DEFAULT_TIMEOUT = float(os.environ.get("WSE_SIM_TIMEOUT", 900))
+#: Wall-clock seconds a simulation may take when ``WSE_SIM_TIMEOUT`` is not set.
+DEFAULT_TIMEOUT = 900.0
+
+
+def default_timeout():
+    """Wall-clock seconds a simulation may take: ``WSE_SIM_TIMEOUT`` if set, else
+    :data:`DEFAULT_TIMEOUT`. Read when a simulation starts, never at import (a command that
+    runs none never reads it); anything but a positive finite number is a ``ValueError`` that
+    names the variable."""
+    text = os.environ.get("WSE_SIM_TIMEOUT")
+    if text is None or not text.strip():
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"WSE_SIM_TIMEOUT must be a positive number of seconds, not {text!r}")
+    return seconds
+
+
+def build_directory(directory):
+    """Create ``directory`` (with its parents) for a build, or raise ``RuntimeError`` naming it
+    and ``WSE_BUILD_DIR`` (the root of every build: :data:`BUILD_ROOT`)."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        where = os.environ.get("WSE_BUILD_DIR")
+        root = f"WSE_BUILD_DIR={where!r}" if where is not None else "the build root (WSE_BUILD_DIR)"
+        raise RuntimeError(f"cannot create the build directory {directory} under {root}: "
+                           f"{error.strerror or error}") from None
+    return directory
+
+
+def cached_seconds(executable, stamp):
+    """The seconds a finished build of ``executable`` took, recorded in the file ``stamp``; or
+    ``None`` when it must be built (again): either file missing, the executable empty or not
+    executable, or the stamp not a non-negative number (a build interrupted or damaged)."""
+    try:
+        if executable.stat().st_size == 0 or not os.access(executable, os.X_OK):
+            return None
+        seconds = float(stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def forget_build(directory):
+    """Make the next use of the build in ``directory`` build it again (its executable could
+    not run): its ``build_seconds`` stamp goes."""
+    (Path(directory) / "build_seconds").unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -65,7 +119,7 @@ def _check_sim(sim):
 @contextmanager
 def locked(directory):
     """Hold an exclusive file lock on ``directory`` (created if missing) for the block."""
-    directory.mkdir(parents=True, exist_ok=True)
+    build_directory(directory)
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -98,7 +152,7 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
     from cocotb_tools.runner import get_runner
 
     root = Path(root or BUILD_ROOT)
-    staging = root / "verilog" / f"{top}-{os.getpid()}.v"
+    staging = build_directory(root / "verilog") / f"{top}-{os.getpid()}.v"
     export_verilog(component, staging, name=top)
     text = staging.read_text()
     if sim == "icarus":
@@ -136,15 +190,16 @@ def build_once(make_component, *, key, top, sim="verilator", waves=False, ports_
 
 
 def run(built, *, module, testcase=None, params=None, name=None, seed=None, extra_env=None,
-        timeout=DEFAULT_TIMEOUT):
+        timeout=None):
     """Run cocotb ``module`` (optionally only ``testcase``) on a :class:`Build`.
 
     ``params`` reaches the testbench as JSON in ``WSE_PARAMS``. Returns a :class:`Result`;
     a run that crashed before writing its results counts as one failed test, and so does one
     still running after ``timeout`` seconds of wall-clock time (its simulator is killed: the
     testbenches' own watchdogs bound simulated time, this bounds a simulator stuck in a
-    zero-delay loop).
+    zero-delay loop; ``None``: :func:`default_timeout`).
     """
+    timeout = default_timeout() if timeout is None else timeout
     toolchain.setup()
     from cocotb_tools.runner import get_runner
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from wse.fabric.mesh import AxiStreamMesh, edge_ports
 
 from . import toolchain
-from .cocotb_run import BUILD_ROOT, locked
+from .cocotb_run import BUILD_ROOT, build_directory, cached_seconds, locked
 from .export import export_verilog
 
 __all__ = ["HARNESS", "Harness", "build_harness", "harness_top", "ports_header"]
@@ -147,7 +147,7 @@ def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=Non
     toolchain.setup()
     top = f"wse_mesh_{config.rows}x{config.cols}"
     root = Path(root or BUILD_ROOT)
-    staging = root / "verilog" / f"{top}-compiled-{os.getpid()}.v"
+    staging = build_directory(root / "verilog") / f"{top}-compiled-{os.getpid()}.v"
     export_verilog(AxiStreamMesh(config), staging, name=top)
     text = staging.read_text()
     staging.unlink()
@@ -166,11 +166,13 @@ def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=Non
     executable = directory / "obj_dir" / "mesh_harness"
     with locked(directory):
         stamp = directory / "build_seconds"
-        if not (executable.is_file() and stamp.is_file()):
-            seconds = _verilate(directory, top, text, header, vlt, source, args,
-                                 cxxflags, jobs)
-            stamp.write_text(f"{seconds:.3f}\n")
-        build_seconds = float(stamp.read_text())
+        build_seconds = cached_seconds(executable, stamp)
+        if build_seconds is None:           # (make would take an empty executable as built)
+            stamp.unlink(missing_ok=True)
+            executable.unlink(missing_ok=True)
+            build_seconds = round(_verilate(directory, top, text, header, vlt, source, args,
+                                            cxxflags, jobs), 3)
+            stamp.write_text(f"{build_seconds:.3f}\n")
     return Harness(executable=executable, directory=directory, top=top, waves=waves,
                    threads=threads, hierarchical=hierarchical, build_seconds=build_seconds,
                    inputs=inputs,

@@ -29,7 +29,7 @@ from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
 
 from . import toolchain
-from .cocotb_run import _TIMESCALE, DEFAULT_TIMEOUT, Build, locked
+from .cocotb_run import _TIMESCALE, Build, default_timeout, locked
 from .export import export_verilog
 from .export_mesh import TOP
 
@@ -149,12 +149,13 @@ def synthesise_netlist(config, family, synth_opts, out_dir):
         stamp.unlink(missing_ok=True)
         (out / "synth.ys").write_text(script)
         log = out / "synth.log"
+        timeout = default_timeout()
         try:
             done = subprocess.run([yosys, "-q", "-l", log.name, "synth.ys"], cwd=out,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True, timeout=DEFAULT_TIMEOUT)
+                                  text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"Yosys did not finish within {DEFAULT_TIMEOUT:g} s "
+            raise RuntimeError(f"Yosys did not finish within {timeout:g} s "
                                f"(log: {log})") from None
         if done.returncode != 0 or not netlist.is_file():
             raise RuntimeError(f"Yosys failed synthesising {TOP} for {family} (log: {log}):\n"

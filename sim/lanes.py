@@ -282,7 +282,10 @@ def build_lanes_harness(config, *, root=None):
     executable = directory / "mesh_harness"
     with cocotb_run.locked(directory):
         stamp = directory / "build_seconds"
-        if not (executable.is_file() and stamp.is_file()):
+        build_seconds = cocotb_run.cached_seconds(executable, stamp)
+        if build_seconds is None:           # (make would take an empty executable as built)
+            stamp.unlink(missing_ok=True)
+            executable.unlink(missing_ok=True)
             started = time.monotonic()
             module = tile_netlist(verilog, TILE_MODULE, yosys, directory)
             try:
@@ -305,8 +308,8 @@ def build_lanes_harness(config, *, root=None):
                 tail = "\n".join(log.read_text().splitlines()[-5:])
                 raise RuntimeError(f"building the lanes model of {top} failed (log: {log}):\n"
                                    f"{tail}")
-            stamp.write_text(f"{time.monotonic() - started:.3f}\n")
-        build_seconds = float(stamp.read_text())
+            build_seconds = round(time.monotonic() - started, 3)
+            stamp.write_text(f"{build_seconds:.3f}\n")
     ports = edge_ports(config)
     return Harness(executable=executable, directory=directory, top=top, waves=False,
                    threads=1, hierarchical=False, build_seconds=build_seconds,

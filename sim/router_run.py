@@ -5,7 +5,7 @@ import json
 from wse.rtl.route_table import Position, RouteTable
 from wse.rtl.router import Router
 
-from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
+from .cocotb_run import build_once, run
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "ELABORATED_ROUTES", "testbench_router",
            "run_router_tests"]
@@ -33,7 +33,7 @@ def testbench_router(**overrides):
 
 def run_router_tests(*, sim="verilator", testcase=None, waves=False, seed=1, fuzz=None,
                      module=TEST_MODULE, extra_env=None, throughput_count=None,
-                     timeout=DEFAULT_TIMEOUT, **overrides):
+                     timeout=None, **overrides):
     """Build the testbench router for ``sim`` and run ``module`` (all tests, or one by name)."""
     router = testbench_router(**overrides)
     params = router.params()

@@ -6,7 +6,7 @@ from wse.rtl.core_params import CoreParams
 from wse.rtl.route_table import RouteTable
 from wse.rtl.tile import Tile
 
-from .cocotb_run import DEFAULT_TIMEOUT, build_once, run
+from .cocotb_run import build_once, run
 
 __all__ = ["TEST_MODULE", "BENCH_MODULE", "tile_routes", "run_tile_tests"]
 
@@ -25,7 +25,7 @@ def tile_routes(core):
 
 
 def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1, waves=False,
-                   extra_env=None, timeout=DEFAULT_TIMEOUT, weights=None, router=None, **core):
+                   extra_env=None, timeout=None, weights=None, router=None, **core):
     """Build a tile with ``CoreParams(**core)`` (defaults otherwise) and run ``module``.
 
     ``router``: the tile's router options (:class:`~rtl.tile.Tile` keywords such as ``depth``,

@@ -6,6 +6,7 @@ import struct
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,212 @@ def test_ctrl_c_with_system_processes_is_one_line(tmp_path):
     time.sleep(1)
     left = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     assert not left, [(c.pid, c.name(), c.cmdline()) for c in left]
+
+
+# -- folders left by killed runs ----------------------------------------------------------------
+
+def test_a_killed_runs_socket_folder_goes_with_the_next_run(tmp_path, monkeypatch):
+    import tempfile
+
+    from wse.runtime.compiled import SESSION_PREFIX
+    from wse.runtime.wire import SOCKET_PREFIX, Rendezvous
+    from wse.sim.scratch import make_folder
+
+    env = {**__import__("os").environ, "TMPDIR": str(tmp_path)}
+    code = ("import os, signal; from wse.runtime.wire import Rendezvous; r = Rendezvous(); "
+            "print(r.directory, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == -9
+    left = Path(run.stdout.strip())
+    assert left.parent == tmp_path and left.is_dir() and left.name.startswith(SOCKET_PREFIX)
+    session = tmp_path / f"{SESSION_PREFIX}{run.args and 2**22 + 1}-x"   # no such process
+    session.mkdir()
+    alive = tmp_path / f"{SOCKET_PREFIX}{__import__('os').getppid()}-x"   # a running one's
+    alive.mkdir()
+    other = tmp_path / "wse-socket-notapid-x"
+    other.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = Rendezvous()
+    assert not left.exists() and alive.is_dir() and other.is_dir()
+    r.close()
+    folder = make_folder(SESSION_PREFIX)
+    assert not session.exists()
+    folder.rmdir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
+
+
+#: ``wse gemm`` holding a simulator's socket folder when it is sent SIGTERM.
+HOLDING = """
+import sys, time, contextlib
+import wse.fabric.compiler, wse.runtime
+from wse.runtime.wire import Rendezvous
+
+@contextlib.contextmanager
+def holding(*args, **kwargs):
+    r = Rendezvous()
+    try:
+        print(r.directory, flush=True)
+        time.sleep(600)
+        yield None
+    finally:
+        r.close()
+
+wse.fabric.compiler.compile_gemm = lambda *a, **k: None
+wse.runtime.open_system = holding
+from wse.host.cli import main
+main({args!r})
+"""
+
+
+def test_sigterm_closes_what_the_command_holds(tmp_path):
+    import os
+    import signal
+
+    np.save(tmp_path / "W.npy", np.ones((2, 2), dtype=np.int64))
+    np.save(tmp_path / "X.npy", np.ones((2, 2), dtype=np.int64))
+    code = HOLDING.format(args=["gemm", "W.npy", "X.npy", "-o", "Y.npy"])
+    run = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        folder = Path(run.stdout.readline().strip())
+        assert folder.is_dir()
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 143, err
+    assert err.strip() == "Error: terminated (SIGTERM)", err
+    assert not folder.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["W.npy", "X.npy"]
+
+
+def test_a_compiled_run_that_cannot_start_leaves_no_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    from wse.fabric.config import MeshConfig
+    from wse.runtime import compiled
+    from wse.runtime.system import SimulationError
+    from wse.sim import cocotb_run
+
+    build = tmp_path / "build"
+    monkeypatch.setattr(cocotb_run, "BUILD_ROOT", build)
+    monkeypatch.setattr(compiled, "build_lanes_harness", _fake_harness(build, b"\x00" * 64))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with pytest.raises(SimulationError) as info:
+        compiled.CompiledSystem(MeshConfig(2, 2), engine="lanes")
+    assert "cannot run the compiled simulator" in str(info.value)
+    assert str(build / "mesh_harness") in str(info.value) and "\n" not in str(info.value)
+    assert list(scratch.iterdir()) == []
+    assert not (build / "build_seconds").exists()       # the next run rebuilds it
+
+
+def _fake_harness(directory, content):
+    """A ``build_lanes_harness`` whose executable holds ``content``."""
+    from wse.sim.compiled import Harness
+
+    def fake(config):
+        directory.mkdir(parents=True, exist_ok=True)
+        executable = directory / "mesh_harness"
+        executable.write_bytes(content)
+        executable.chmod(0o755)
+        (directory / "build_seconds").write_text("1.0\n")
+        return Harness(executable=executable, directory=directory, top="t", waves=False,
+                       threads=1, hierarchical=False, build_seconds=1.0, inputs=(),
+                       outputs=(), engine="lanes")
+    return fake
+
+
+# -- WSE_SIM_TIMEOUT ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["abc", "0", "nan", "-5", "inf"])
+def test_a_bad_sim_timeout_is_named_when_a_simulation_starts(value, monkeypatch, tmp_path):
+    import os
+
+    from wse.fabric.config import MeshConfig
+    from wse.runtime import open_system
+
+    env = {**os.environ, "WSE_SIM_TIMEOUT": value}
+    run = subprocess.run([*WSE, "--help"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    run = subprocess.run([sys.executable, "-c", "import wse.runtime, wse.host.train, "
+                          "wse.sim.router_run, wse.sim.tile_run, wse.sim.gate_level"],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    monkeypatch.setenv("WSE_SIM_TIMEOUT", value)
+    with open_system("golden", MeshConfig(1, 1)) as system:       # never reads it
+        assert system is not None
+    for backend in ("verilator", "verilator-cocotb"):
+        with pytest.raises(ValueError) as info:
+            open_system(backend, MeshConfig(1, 1))
+        assert str(info.value) == (f"WSE_SIM_TIMEOUT must be a positive number of seconds, "
+                                   f"not {value!r}")
+
+
+# -- WSE_BUILD_DIR and the build cache ----------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["verilator", "verilator-cocotb"])
+def test_a_build_dir_under_a_file_is_named(tmp_path, monkeypatch, backend):
+    from wse.fabric.config import MeshConfig
+    from wse.runtime import SimulationError, open_system
+    from wse.sim import cocotb_run, compiled, lanes
+
+    (tmp_path / "file").write_text("a regular file\n")
+    root = tmp_path / "file" / "build"
+    monkeypatch.setenv("WSE_BUILD_DIR", str(tmp_path / "file"))
+    for module in (cocotb_run, compiled):
+        monkeypatch.setattr(module, "BUILD_ROOT", root)
+    assert lanes.cocotb_run is cocotb_run
+    with pytest.raises(SimulationError) as info:
+        open_system(backend, MeshConfig(1, 1))
+    text = str(info.value)
+    assert "WSE_BUILD_DIR" in text and str(root) in text and "Not a directory" in text, text
+    assert "\n" not in text
+    assert (tmp_path / "file").read_text() == "a regular file\n"
+
+
+def test_a_damaged_build_cache_is_rebuilt(tmp_path):
+    from wse.sim.cocotb_run import cached_seconds
+
+    executable, stamp = tmp_path / "mesh_harness", tmp_path / "build_seconds"
+    assert cached_seconds(executable, stamp) is None
+    executable.write_bytes(b"")
+    executable.chmod(0o755)
+    stamp.write_text("12.5\n")
+    assert cached_seconds(executable, stamp) is None            # 0 bytes: an interrupted build
+    executable.write_bytes(b"\x7fELF...")
+    assert cached_seconds(executable, stamp) == 12.5
+    for text in ("", "garbage", "nan", "-1", "\x00\x00"):
+        stamp.write_text(text)
+        assert cached_seconds(executable, stamp) is None, text
+    executable.chmod(0o644)
+    stamp.write_text("1\n")
+    assert cached_seconds(executable, stamp) is None
+
+
+@pytest.mark.parametrize("damage", ["empty executable", "corrupt build_seconds"])
+def test_the_compiled_harness_rebuilds_a_damaged_cache(tmp_path, damage):
+    """A 0-byte cached harness, or a corrupt ``build_seconds``, is built again (Verilator)."""
+    import shutil
+
+    from wse.fabric.config import MeshConfig
+    from wse.sim.compiled import build_harness
+
+    if shutil.which("verilator") is None:
+        pytest.skip("needs Verilator")
+    config = MeshConfig(1, 1)
+    first = build_harness(config, root=tmp_path)
+    stamp = first.directory / "build_seconds"
+    if damage == "empty executable":
+        first.executable.write_bytes(b"")
+    else:
+        stamp.write_text("not a number\n")
+    again = build_harness(config, root=tmp_path)
+    assert again.executable.stat().st_size > 0 and again.build_seconds >= 0
+    assert float(stamp.read_text()) == again.build_seconds
+    run = subprocess.run([str(again.executable), "--help"], capture_output=True, timeout=60)
+    assert run.returncode in (0, 1, 2)          # it executes (no exec format error)

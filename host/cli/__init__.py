@@ -6,7 +6,8 @@
 ``wse build`` makes a bitstream (:mod:`.build`). Shared options live in :mod:`.options`.
 
 Ctrl-C ends any command with one line and exit code 130, whenever it comes: while the commands
-are being imported (a fraction of a second at start), or while one runs.
+are being imported (a fraction of a second at start), or while one runs; ``SIGTERM`` while one
+runs ends it the same way (exit code 143), after it closed what it holds.
 """
 
 import signal
@@ -43,20 +44,39 @@ __all__ = ["Interrupted", "main"]
 
 
 class Interrupted(click.ClickException):
-    """Ctrl-C while a command runs."""
+    """Ctrl-C (``SIGINT``) or ``SIGTERM`` while a command runs."""
 
     exit_code = 130
 
 
+class _Terminated(BaseException):
+    """``SIGTERM``, raised where the command is (a ``BaseException``: nothing on the way
+    swallows it), so that every folder and process it holds is closed on the way out."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated
+
+
 class _Main(click.Group):
-    """The ``wse`` group: Ctrl-C while a command runs is :class:`Interrupted` (one
-    ``Error: interrupted`` line, exit code 130), not a traceback."""
+    """The ``wse`` group: Ctrl-C or ``SIGTERM`` while a command runs ends it as an exception,
+    closing what it holds (simulators, their sockets' and sessions' folders, system
+    processes), then :class:`Interrupted`: one line, exit code 130 (143 for ``SIGTERM``)."""
 
     def invoke(self, ctx):
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted("interrupted") from None
+        except _Terminated:
+            error = Interrupted("terminated (SIGTERM)")
+            error.exit_code = 128 + signal.SIGTERM
+            raise error from None
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 @click.group(cls=_Main)
