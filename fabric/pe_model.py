@@ -21,8 +21,13 @@ Timing model (the choices the RTL comparison must respect):
   not the ``cmd`` wavelets it discarded while another column was selected, and not the MASKs of
   other columns (discarded too).
 - The gate (one bit per local token, all ones after reset) is read by an AXPY when it runs and
-  set again to all ones by every CR or CR_OUT that hands its buffer over (not a dropped one):
-  a MASK lasts until the end of the output it comes in.
+  set again to all ones by every CR or CR_OUT that takes effect (not a dropped one; one with
+  ``skip`` too): a MASK lasts until the end of the output it comes in.
+- A carriage return's flags (:class:`~rtl.isa.CrArg`): ``quiet_n`` / ``quiet_s`` take no
+  psums from that side (as on a row with no neighbour there); ``skip`` hands nothing to the
+  engine (no psums taken or sent, no ``Y`` written, no raw totals) and leaves the accumulators
+  as they are, so whatever they hold carries into the next output; it costs what a CR costs
+  (0 busy cycles). The result-slot check comes first: a dropped CR is dropped, flags or not.
 
 Decoding choices where ``docs/pe.md`` is silent: a control opcode acts the same on ``cmd`` and
 ``weight``; operands are the low ``fmt.width`` bits of the data, sign-extended; a psum is the low
@@ -86,7 +91,8 @@ def _decode(data: np.ndarray) -> dict[str, list[int]]:
         "op": control["op"].tolist(),
         "addr": isa.ADDR_ARG.unpack(control["arg"])["addr"].tolist(),
         "read_addr": read["addr"].tolist(), "read_len": read["len"].tolist(),
-        "o": isa.CR_ARG.unpack(control["arg"])["o"].tolist(),
+        **{("o" if k == "o" else f"cr_{k}"): v.tolist()
+           for k, v in isa.CR_ARG.unpack(control["arg"]).items()},
         "col": isa.SELECT_ARG.unpack(control["arg"])["col"].tolist(),
         "chunk": isa.MASK_ARG.unpack(control["arg"])["chunk"].tolist(),
         "bits": isa.MASK_ARG.unpack(control["arg"])["bits"].tolist(),
@@ -226,7 +232,9 @@ class CoreModel:
             elif op == ControlOp.MASK.value:       # of this column: selection() took the rest
                 self._mask(f["chunk"], f["bits"])
             elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
-                if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value):
+                if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value,
+                            quiet_n=f["cr_quiet_n"], quiet_s=f["cr_quiet_s"],
+                            skip=f["cr_skip"]):
                     cost = 0      # rides on the AXPY before it, or waits (stall, not busy)
             elif op not in _SWITCH_OPS:
                 self._fail()
@@ -285,15 +293,21 @@ class CoreModel:
         k = address - COUNTER_BASE
         return snapshot[COUNTERS[k]] & _WORD if k < len(COUNTERS) else None
 
-    def _cr(self, o: int, raw: bool = False) -> bool:
-        """Hand the accumulators over; ``False`` if the CR was dropped as an error."""
+    def _cr(self, o: int, raw: bool = False, quiet_n: bool = False, quiet_s: bool = False,
+            skip: bool = False) -> bool:
+        """Hand the accumulators over (with ``skip`` not: only the gate is reset, and the
+        accumulators carry into the next output); ``False`` if the CR was dropped as an
+        error."""
         p, c = self.params, self.params.colors
         owner, slot = o % p.rows, o // p.rows
         if p.row == owner and slot >= p.n_out and not raw:
             self._fail()
             return False
-        inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner),
-                  ("psum_from_s", c.psum_from_s, owner <= p.row < p.rows - 1)]
+        if skip:
+            self.gate[:] = True
+            return True
+        inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner and not quiet_n),
+                  ("psum_from_s", c.psum_from_s, owner <= p.row < p.rows - 1 and not quiet_s)]
         for name, col, needed in inputs:
             if needed and len(self._psums[col]) < p.n_tok:
                 raise ValueError(f"CR {o} at row {p.row} needs {p.n_tok} {name} values, "

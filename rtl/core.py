@@ -7,13 +7,13 @@ from amaranth.lib.wiring import In, Out
 
 from .core_acc import AccBuffers
 from .core_count import CounterBank
-from .core_input import InputSorter
+from .core_input import SKIP_OP, InputSorter
 from .core_lane import AxpyLane
 from .core_params import CoreParams
 from .core_read import ReadEngine
 from .core_rows import RowSplit, below
 from .isa import (
-    ARG_BITS,
+    CR_O_BITS,
     MASK_CHUNK,
     AddrArg,
     CrArg,
@@ -158,7 +158,7 @@ class Core(wiring.Component):
         for b, lane in enumerate(lanes):
             m.submodules[f"lane{b}"] = lane
             wiring.connect(m, lane.acc, getattr(accs, f"mac{b}"))
-        split = m.submodules.cr_split = RowSplit(p.rows, ARG_BITS)          # the head's CR
+        split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)         # the head's CR
         if self.straps:
             m.d.comb += [sorter.strap.eq(self.strap), engine.strap.eq(self.strap)]
         wiring.connect(m, wiring.flipped(self.i), sorter.i)
@@ -198,7 +198,10 @@ class Core(wiring.Component):
         zero_value = held.zero
         slot = held.slot
         mask_arg = data.View(MaskArg, arg)
+        cr_arg = data.View(CrArg, arg)
         pop, walk, load, retire = Signal(), Signal(), Signal(), Signal()
+        free = Signal()                    # a CR with ``skip`` takes effect: the gate alone
+        gate_reset = Signal()              # a CR takes effect (hands its buffer over, or skips)
         busy, stall, error_now = Signal(), Signal(), Signal()
         axpy_done = Signal()               # an AXPY's last cycle
         active = Signal()                  # an AXPY is part-way through its tokens
@@ -207,7 +210,7 @@ class Core(wiring.Component):
         feature = Signal(range(p.n_feat))  # the mask the lanes read: the AXPY's or the LOAD's
         pipeline_busy = Cat(lane.busy for lane in lanes).any()
         m.d.comb += [cmd.take.eq(pop), feature.eq(Mux(is_data & is_weight, slot, f_of_ptr)),
-                     accs.issue.eq(walk), split.o.eq(data.View(CrArg, arg).o)]
+                     accs.issue.eq(walk), split.o.eq(cr_arg.o)]
         for b, lane in enumerate(lanes):
             m.d.comb += [
                 lane.feature.eq(feature), lane.walk.eq(walk), lane.active.eq(active),
@@ -215,7 +218,7 @@ class Core(wiring.Component):
                 lane.load.eq(load & (t_of_ptr[:log_lanes] == b)),
                 lane.load_index.eq(t_of_ptr >> log_lanes), lane.load_value.eq(value),
                 lane.load_zero.eq(zero_value),
-                lane.gate_arg.eq(mask_arg), lane.gate_reset.eq(accs.retire),
+                lane.gate_arg.eq(mask_arg), lane.gate_reset.eq(gate_reset),
             ]
 
         # -- the dispatcher -------------------------------------------------------------------
@@ -247,6 +250,8 @@ class Core(wiring.Component):
                 with m.Else():
                     # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
                     m.d.comb += [pop.eq(1), stall.eq(1), retire.eq(1)]
+            with m.Elif(op == SKIP_OP):         # a CR with ``skip`` (the sorter's): no buffer
+                m.d.comb += [pop.eq(1), stall.eq(1), free.eq(1)]
             with m.Elif(op == ControlOp.MASK.value):         # this column's (the sorter's)
                 m.d.comb += [pop.eq(1), busy.eq(1)]
                 chunks = -(-p.n_tok // MASK_CHUNK)
@@ -263,17 +268,22 @@ class Core(wiring.Component):
 
         # -- a CR right behind an AXPY rides on the AXPY's last cycle ------------------------------
         # (the input sorter worked out whether it is one, and its job, as it was written)
+        # (``hand``: it hands its buffer over, when one is free; ``free``: a CR with ``skip``,
+        # which hands none and never waits)
         nxt = cmd.next
-        fuse = Signal()
+        fuse, fuse_free = Signal(), Signal()
         m.d.comb += [
-            fuse.eq(axpy_done & cmd.next_valid & nxt.cr
-                    & nxt.ok & ~accs.full),
-            cmd.take2.eq(fuse),
+            fuse.eq(axpy_done & cmd.next_valid & nxt.hand & ~accs.full),
+            fuse_free.eq(axpy_done & cmd.next_valid & nxt.free),
+            cmd.take2.eq(fuse | fuse_free),
             accs.retire.eq(retire | fuse),
+            gate_reset.eq(retire | fuse | free | fuse_free),
             # every field, in every cycle (the CR queue takes it only with ``retire``)
             accs.retire_job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
             accs.retire_job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
             accs.retire_job.raw.eq(Mux(fuse, nxt.job.raw, op == ControlOp.CR_OUT.value)),
+            accs.retire_job.quiet_n.eq(Mux(fuse, nxt.job.quiet_n, cr_arg.quiet_n)),
+            accs.retire_job.quiet_s.eq(Mux(fuse, nxt.job.quiet_s, cr_arg.quiet_s)),
         ]
 
         # -- output: engine first, then READ replies, through one register ------------------------

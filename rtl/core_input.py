@@ -6,12 +6,13 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .core_rows import RowSplit, below
-from .isa import ARG_BITS, CrArg, MaskArg, WeightPayload, core_strap_layout, cr_job_layout
+from .isa import CR_O_BITS, CrArg, MaskArg, WeightPayload, core_strap_layout, cr_job_layout
 from .peek_fifo import LutFIFO, PeekFIFO, PeekSignature
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
 
-__all__ = ["COMMAND", "DROPPED_OP", "InputSorter", "command_held_layout", "cr_ahead_layout"]
+__all__ = ["COMMAND", "DROPPED_OP", "SKIP_OP", "InputSorter", "command_held_layout",
+           "cr_ahead_layout"]
 
 #: An entry of the command FIFO: the wavelet, its color as the dispatcher needs it (``cmd``,
 #: ``weight``, or neither: a foreign color).
@@ -21,7 +22,10 @@ COMMAND = data.StructLayout({"data": 32, "ctrl": 1, "is_cmd": 1, "is_weight": 1}
 #: The ``op`` the held part gives an entry the dispatcher only drops as an error (no
 #: :class:`~rtl.wavelet.ControlOp` has it: it takes the unknown opcode's branch).
 DROPPED_OP = 15
-assert DROPPED_OP not in {o.value for o in ControlOp}
+#: The ``op`` the held part gives a carriage return with ``skip`` that takes effect (CR or
+#: CR_OUT alike: it hands no buffer over, so it needs no job and never waits for a buffer).
+SKIP_OP = 14
+assert not {DROPPED_OP, SKIP_OP} & {o.value for o in ControlOp}
 
 
 def command_held_layout(params):
@@ -32,18 +36,20 @@ def command_held_layout(params):
     entry that is only dropped as an error (a foreign color, an AXPY whose slot is outside
     ``X``, a CR of this row with a result slot outside ``Y``) is held as a control wavelet
     of opcode :data:`DROPPED_OP`: the same cycle as an unknown opcode (a pop, busy, an
-    error), and 12 bits, 3 LUT-RAM cells a copy instead of 4 on the ECP5."""
+    error), and 12 bits, 3 LUT-RAM cells a copy instead of 4 on the ECP5. A carriage return
+    with ``skip`` (not dropped) is held as opcode :data:`SKIP_OP`, so the dispatcher knows it
+    from flip-flops too."""
     return data.StructLayout({"ctrl": 1, "is_weight": 1, "op": ControlOp,
                               "slot": range(params.n_feat), "zero": 1})
 
 
 def cr_ahead_layout(rows, n_out):
     """What the dispatcher sees of the command behind the one it runs: whether it is a
-    carriage return (``cr``: CR or CR_OUT, on ``cmd`` or ``weight``), whether it may hand its
-    buffer over (``ok``: unless it is a CR, not a CR_OUT, of this row whose result slot
-    ``o // rows`` is outside ``Y``, ``o >= n_out * rows``: an error), and its job
-    (:func:`~rtl.isa.cr_job_layout`)."""
-    return data.StructLayout({"cr": 1, "ok": 1, "job": cr_job_layout(rows, n_out)})
+    carriage return (CR or CR_OUT, on ``cmd`` or ``weight``) that takes effect (not a CR, not
+    a CR_OUT, of this row whose result slot ``o // rows`` is outside ``Y``,
+    ``o >= n_out * rows``: an error) and hands its buffer over (``hand``) or, with ``skip``,
+    hands none (``free``), and its job (:func:`~rtl.isa.cr_job_layout`)."""
+    return data.StructLayout({"hand": 1, "free": 1, "job": cr_job_layout(rows, n_out)})
 
 
 class InputSorter(wiring.Component):
@@ -188,9 +194,11 @@ class InputSorter(wiring.Component):
         with m.If(self.i.valid & self.i.ready & is_select):
             m.d.sync += [sel_col.eq(arg[:width]), sel_far.eq(arg[width:].any())]
         # the entry, and what the dispatcher needs if it is a CR (for the command in front of it)
-        split = m.submodules.cr_split = RowSplit(p.rows, ARG_BITS)
-        o, op = data.View(CrArg, arg).o, control.op.as_value()
+        split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)
+        cr_arg, op = data.View(CrArg, arg), control.op.as_value()
+        o = cr_arg.o
         ahead = cmdq.w_peek
+        is_cr, ok = Signal(), Signal()
         m.d.comb += [
             cmdq.w.payload.data.eq(self.i.payload.data),
             cmdq.w.payload.ctrl.eq(self.i.payload.ctrl),
@@ -199,19 +207,22 @@ class InputSorter(wiring.Component):
             split.o.eq(o),
             ahead.job.slot.eq(split.slot), ahead.job.owner.eq(split.owner),
             ahead.job.raw.eq(op == ControlOp.CR_OUT.value),
-            ahead.cr.eq(self.i.payload.ctrl & (is_cmd | is_weight)
-                        & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
+            ahead.job.quiet_n.eq(cr_arg.quiet_n), ahead.job.quiet_s.eq(cr_arg.quiet_s),
+            is_cr.eq(self.i.payload.ctrl & (is_cmd | is_weight)
+                     & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
+            ahead.hand.eq(is_cr & ok & ~cr_arg.skip), ahead.free.eq(is_cr & ok & cr_arg.skip),
         ]
         row = self.strap.row if self.straps else p.row
-        m.d.comb += ahead.ok.eq(ahead.job.raw | (ahead.job.owner != row)
-                                | below(o, p.n_out * p.rows))         # o // rows < n_out
+        m.d.comb += ok.eq(ahead.job.raw | (ahead.job.owner != row)
+                          | below(o, p.n_out * p.rows))               # o // rows < n_out
         held, weight = cmdq.w_held, data.View(WeightPayload, self.i.payload.data)
         dropped = ((~is_cmd & ~is_weight)                                      # foreign
                    | (~self.i.payload.ctrl & is_weight & ~below(weight.slot, p.n_feat))
-                   | (ahead.cr & ~ahead.ok))                   # CR with a slot outside Y
+                   | (is_cr & ~ok))                            # CR with a slot outside Y
         m.d.comb += [
             held.ctrl.eq(self.i.payload.ctrl | dropped),
-            held.op.as_value().eq(Mux(dropped, DROPPED_OP, control.op.as_value())),
+            held.op.as_value().eq(Mux(dropped, DROPPED_OP,
+                                      Mux(is_cr & cr_arg.skip, SKIP_OP, op))),
             held.is_weight.eq(is_weight), held.slot.eq(weight.slot),
             held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.i.payload.data))),
         ]

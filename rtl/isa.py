@@ -18,7 +18,7 @@ and of a control wavelet's ``arg``, by opcode::
 
     AddrArg          addr[15:0]                                    ADDR
     ReadArg          addr[15:0]  len[27:16]                        READ
-    CrArg            o[27:0]                                       CR, CR_OUT
+    CrArg            o[24:0]  quiet_n[25]  quiet_s[26]  skip[27]   CR, CR_OUT
     SelectArg        col[27:0]                                     SELECT
     MaskArg          bits[15:0]  chunk[21:16]  col[27:22]             MASK
 
@@ -58,7 +58,7 @@ __all__ = [
     "Wavelet", "ControlPayload", "ConfigPayload", "ControlOp", "ConfigOp", "Codec",
     "WAVELET", "CONTROL", "CONFIG",
     # payloads and arguments
-    "ARG_BITS", "MAX_ARG", "MAX_READ",
+    "ARG_BITS", "MAX_ARG", "MAX_READ", "CR_O_BITS", "MAX_O",
     "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
     "SelectArg", "MaskArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS",
     "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
@@ -106,10 +106,21 @@ class ReadArg(data.Struct):
     len:  unsigned(ARG_BITS - 16)
 
 
+#: Bits of a carriage return's output feature ``o`` (:class:`CrArg`), and the largest ``o``.
+CR_O_BITS = 25
+MAX_O = (1 << CR_O_BITS) - 1
+
+
 class CrArg(data.Struct):
     """``arg`` of CR / CR_OUT: the output feature ``o`` that is complete
-    (``slot * rows + owner row``)."""
-    o: unsigned(ARG_BITS)
+    (``slot * rows + owner row``), and what this row may leave out of it (``docs/pe.md``):
+    ``quiet_n`` / ``quiet_s``, its engine takes no psum from the north / south neighbour for
+    this output (none will come); ``skip``, the row has nothing to do for it: no buffer is
+    handed to the engine (nothing sent, no ``Y`` written), only the gate is reset."""
+    o:       unsigned(CR_O_BITS)
+    quiet_n: unsigned(1)
+    quiet_s: unsigned(1)
+    skip:    unsigned(1)
 
 
 class SelectArg(data.Struct):
@@ -192,9 +203,12 @@ def read_data(address, length):
     return control_data(ControlOp.READ, READ_ARG.pack(addr=address, len=length))
 
 
-def cr_data(o, raw=False):
-    """CR (or CR_OUT with ``raw``): output feature ``o`` is complete."""
-    return control_data(ControlOp.CR_OUT if raw else ControlOp.CR, CR_ARG.pack(o=o))
+def cr_data(o, raw=False, *, quiet_n=False, quiet_s=False, skip=False):
+    """CR (or CR_OUT with ``raw``): output feature ``o`` is complete; ``quiet_n``,
+    ``quiet_s``, ``skip``: the flags of :class:`CrArg` (vectorised like ``o``; ``raw`` is one
+    flag for all)."""
+    return control_data(ControlOp.CR_OUT if raw else ControlOp.CR,
+                        CR_ARG.pack(o=o, quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
 
 
 def select_data(col):
@@ -258,7 +272,9 @@ def core_strap_value(params):
 def cr_job_layout(rows, n_out):
     """A carriage return queued for the partial-sum engine: output feature ``o`` split into
     ``slot`` (``o // rows``, kept to the bits of ``range(n_out)``: the engine writes ``Y`` only
-    when the slot is in it) and ``owner`` (``o % rows``), and ``raw`` (a CR_OUT)."""
+    when the slot is in it) and ``owner`` (``o % rows``), ``raw`` (a CR_OUT), and its
+    ``quiet_n`` / ``quiet_s`` flags (:class:`CrArg`: no psum from that side)."""
     return data.StructLayout({"slot": unsigned(max(1, (n_out - 1).bit_length())),
                               "owner": unsigned(max(1, (rows - 1).bit_length())),
-                              "raw": unsigned(1)})
+                              "raw": unsigned(1), "quiet_n": unsigned(1),
+                              "quiet_s": unsigned(1)})

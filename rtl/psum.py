@@ -55,8 +55,10 @@ class PsumEngine(wiring.Component):
     the output before), with its role already split out (owner row ``o % rows``, result slot
     ``o // rows``: :func:`~rtl.isa.cr_job_layout`), then streams the tokens in order through two
     stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
-    FIFOs (saturating) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner
-    row, requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``).
+    FIFOs (saturating: from the north on the rows ``0 < row <= owner``, from the south on the
+    rows ``owner <= row < rows - 1``, unless the job's ``quiet_n`` / ``quiet_s`` says none
+    come) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner row,
+    requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``).
     ``ACC[t]`` is zero when the buffer comes round again without a clear from here
     (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless the
     add waits (its data must hold in the read port). Where the sums go (the ``out`` color or a
@@ -167,8 +169,8 @@ class PsumEngine(wiring.Component):
             owner = job.payload.owner
             m.d.sync += [
                 raw.eq(job.payload.raw), slot.eq(job.payload.slot),
-                need_n.eq((row > 0) & (row <= owner)),
-                need_s.eq((row < p.rows - 1) & (row >= owner)),
+                need_n.eq((row > 0) & (row <= owner) & ~job.payload.quiet_n),
+                need_s.eq((row < p.rows - 1) & (row >= owner) & ~job.payload.quiet_s),
                 is_owner.eq(owner == row),
                 color.eq(Mux(owner == row, colors.out,
                              Mux(row < owner, colors.psum_to_s, colors.psum_to_n))),

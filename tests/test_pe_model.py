@@ -373,7 +373,7 @@ def test_colors_are_checked():
     (lambda p: load(p, [1, -40000]), r"values must fit in int16 \(-32768\.\.32767\), not -40000"),
     (lambda p: addr(p, -1), r"address must be an integer in 0\.\.65535, not -1"),
     (lambda p: read(p, 0, 4096), r"length must be an integer in 0\.\.4095, not 4096"),
-    (lambda p: cr(p, 1 << 28), r"o must be an integer in 0\.\.268435455, not 268435456"),
+    (lambda p: cr(p, 1 << 25), r"o must be an integer in 0\.\.33554431, not 33554432"),
     (lambda p: axpy_cycles(p, [True]), r"mask_row must have shape \(8,\), not \(1,\)"),
     (lambda p: axpy_cycles(p, [True] * 8, [1]), r"gate must have shape \(8,\), not \(1,\)"),
     (lambda p: mask(p, 64, 0), r"chunk must be an integer in 0\.\.63, not 64"),
