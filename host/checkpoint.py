@@ -5,7 +5,9 @@ A checkpoint is one ``.npz`` archive (``numpy.savez``, uncompressed) holding the
 ``__meta__`` member: the JSON header as bytes, with a format tag, a version and the SHA-256 of
 every array (name, dtype, shape and bytes). :func:`save` writes a temporary file in the target's
 directory, fsyncs it, renames it over the target and fsyncs the directory, so a crash leaves
-either the old checkpoint or the new one, never half of one. :func:`load` reads through
+either the old checkpoint or the new one, never half of one; a temporary file left by a writer
+killed mid-write (its name holds the writer's process id) is removed by the next :func:`save`
+into the same folder. :func:`load` reads through
 :func:`host.npyio.load_npz` (every member's header checked against its size before anything is
 allocated, numbers only, no pickle) and refuses anything that is not exactly what was written
 (:class:`CheckpointError`, naming the problem).
@@ -14,14 +16,18 @@ allocated, numbers only, no pickle) and refuses anything that is not exactly wha
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from wse.sim.scratch import alive
+
 from .npyio import ArrayFileError, load_npz
 
-__all__ = ["save", "load", "digest", "CheckpointError", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "digest", "sweep_temporaries", "CheckpointError", "FORMAT",
+           "VERSION"]
 
 FORMAT = "wse-mini-checkpoint"
 VERSION = 1
@@ -61,7 +67,9 @@ def save(path, meta, arrays):
     header = {"format": FORMAT, "version": VERSION, "sha256": sha, "meta": meta}
     blob = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep_temporaries(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp",
+                               dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **{_META: blob}, **arrays)
@@ -77,6 +85,31 @@ def save(path, meta, arrays):
     finally:
         os.close(dir_fd)
     return sha
+
+
+#: A temporary file of :func:`save`: ``.<name>.<pid>-<random>.tmp``.
+_TEMPORARY = re.compile(r"\.(.+)\.(\d+)-[^.]+\.tmp")
+
+
+def sweep_temporaries(folder):
+    """Remove the temporary files that :func:`save`s killed mid-write (``SIGKILL``, a power
+    cut) left in ``folder``: those whose writing process no longer runs. Returns their names."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        if match is None or alive(int(match[2])):
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                removed.append(entry.name)
+        except OSError:
+            continue
+    return removed
 
 
 def load(path):

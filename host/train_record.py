@@ -13,6 +13,10 @@ __all__ = ["check_run", "step_record", "DATA_SETTINGS", "PASSES", "BY_PASS", "FI
 #: checkpoint records them and a resume must use the same.
 DATA_SETTINGS = ("seed", "batch")
 
+#: A count's largest value (``int64``'s): what no run reaches, and what the report and the
+#: figures can hold.
+COUNT_MAX = 2**63 - 1
+
 #: The passes of a training step on the mesh, as the figures name them.
 PASSES = ("forward", "delta", "gradient")
 #: A worker's figures of a pass (:class:`~host.worker.PassFigures`), in the order the trainer
@@ -123,6 +127,16 @@ def check_run(path, extra, t, *, total_steps, counts, settings):
         run[name] = {key: field(integer, f"{name}.{key}", v, 0)
                      for key, v in table(name, value, tuple(keys)).items()}
     run["golden_checks"] = field(integer, "golden_checks", extra.get("golden_checks"), 0)
+    for name, value in [*((f"counts.{k}", v) for k, v in run["counts"].items()),
+                        *((f"link_bytes.{k}", v) for k, v in run["link_bytes"].items()),
+                        ("golden_checks", run["golden_checks"])]:
+        if value > COUNT_MAX:
+            raise CheckpointError(f"checkpoint {path}: {name} is {value}, beyond what any run "
+                                  f"counts (at most 2**63 - 1)")
+    if run["counts"]["mismatches"] and not run["golden_checks"]:
+        raise CheckpointError(f"checkpoint {path}: counts.mismatches is "
+                              f"{run['counts']['mismatches']} but golden_checks is 0: no mesh "
+                              f"result was compared, so none can have differed")
     return run
 
 def _check_data(path, data, settings):

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["make_folder", "sweep"]
+__all__ = ["alive", "make_folder", "sweep"]
 
 
 def make_folder(prefix):
@@ -35,7 +35,7 @@ def sweep(prefix, root=None):
         return 0
     for entry in entries:
         match = pattern.fullmatch(entry.name)
-        if match is None or _alive(int(match[1])):
+        if match is None or alive(int(match[1])):
             continue
         try:
             if not entry.is_dir(follow_symlinks=False) or \
@@ -48,8 +48,9 @@ def sweep(prefix, root=None):
     return removed
 
 
-def _alive(pid):
-    """Whether process ``pid`` runs (or may: one of another user's)."""
+def alive(pid):
+    """Whether process ``pid`` runs (or may: one of another user's, or a number no process
+    can have)."""
     if pid == os.getpid():
         return True
     try:

@@ -433,3 +433,132 @@ def test_the_compiled_harness_rebuilds_a_damaged_cache(tmp_path, damage):
     assert float(stamp.read_text()) == again.build_seconds
     run = subprocess.run([str(again.executable), "--help"], capture_output=True, timeout=60)
     assert run.returncode in (0, 1, 2)          # it executes (no exec format error)
+
+
+# -- a checkpoint killed mid-write --------------------------------------------------------------
+
+KILLED_MID_WRITE = """
+import os, signal, numpy as np
+from wse.host import checkpoint
+real = np.savez
+def savez(f, **arrays):
+    real(f, **arrays)
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+np.savez = savez
+checkpoint.save({path!r}, {{"step": 2}}, {{"w": np.arange(4.0)}})
+"""
+
+
+def test_a_checkpoint_killed_mid_write_leaves_nothing_after_the_next_save(tmp_path):
+    from wse.host import checkpoint
+
+    target = tmp_path / "checkpoint-000002.npz"
+    checkpoint.save(tmp_path / "checkpoint.npz", {"step": 1}, {"w": np.zeros(4)})
+    stored = (tmp_path / "checkpoint.npz").read_bytes()
+    run = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE.format(path=str(target))],
+                         capture_output=True, text=True)
+    assert run.returncode == -9, run.stderr
+    left = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].startswith(".checkpoint-000002.npz."), left
+    assert not target.exists()
+    foreign = tmp_path / ".notes.npz.tmp"           # not a checkpoint's: kept
+    foreign.write_text("mine\n")
+    checkpoint.save(tmp_path / "checkpoint-000003.npz", {"step": 3}, {"w": np.ones(4)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".notes.npz.tmp", "checkpoint-000003.npz", "checkpoint.npz"]
+    assert (tmp_path / "checkpoint.npz").read_bytes() == stored
+    assert checkpoint.load(tmp_path / "checkpoint-000003.npz")[0] == {"step": 3}
+
+
+def test_a_live_writers_temporary_file_is_kept(tmp_path):
+    import os
+
+    from wse.host import checkpoint
+
+    live = tmp_path / f".checkpoint.npz.{os.getppid()}-abc.tmp"
+    live.write_bytes(b"being written")
+    checkpoint.save(tmp_path / "checkpoint.npz", {"step": 1}, {"w": np.zeros(4)})
+    assert live.read_bytes() == b"being written"
+
+
+def test_a_checkpoint_member_whose_header_never_closes_is_refused(tmp_path):
+    import zipfile
+
+    from wse.host import checkpoint
+
+    good = tmp_path / "good.npz"
+    checkpoint.save(good, {"step": 1}, {"w": np.zeros((2, 2))})
+    bad = tmp_path / "bad.npz"
+    member = _unclosed_header(tmp_path / "member.npy").read_bytes()
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, member if info.filename == "w.npy" else src.read(info))
+    before = bad.read_bytes()
+    with pytest.raises(checkpoint.CheckpointError) as info:
+        checkpoint.load(bad)
+    text = str(info.value)
+    assert f"checkpoint {bad}[w] is not a valid .npy array" in text and "\n" not in text
+    assert bad.read_bytes() == before
+
+
+# -- checkpoint counters altered and re-hashed --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A checkpoint after 2 of 4 steps (no --check-golden: no result compared)."""
+    from wse.host.train import Trainer, TrainSettings
+
+    path = tmp_path_factory.mktemp("ckpt") / "ckpt.npz"
+    with Trainer(TrainSettings(steps=4, hidden=(16,), batch=16)) as trainer:
+        for _ in range(2):
+            trainer.step()
+        trainer.save(path)
+    return path
+
+
+def _altered(saved, folder, change):
+    from wse.host import checkpoint
+
+    meta, arrays = checkpoint.load(saved)
+    change(meta["extra"])
+    path = folder / "altered.npz"
+    checkpoint.save(path, meta, arrays)
+    return path
+
+
+def _counts(**counts):
+    def change(extra):
+        extra["counts"].update(counts)
+    return change
+
+
+def _golden_checks(value):
+    def change(extra):
+        extra["golden_checks"] = value
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_counts(mismatches=10**40), "counts.mismatches is 10000000000000000000000000000000000000000, "
+                                 "beyond what any run counts"),
+    (_golden_checks(10**40), "golden_checks is 10000000000000000000000000000000000000000, "
+                             "beyond what any run counts"),
+    (_counts(mismatches=10), "counts.mismatches is 10 but golden_checks is 0: no mesh result was "
+                             "compared"),
+    (_counts(mesh_overflows=2**63), "counts.mesh_overflows is 9223372036854775808, beyond"),
+])
+def test_altered_counters_are_refused(trained, tmp_path, change, message):
+    from wse.host.checkpoint import CheckpointError
+    from wse.host.train import Trainer, TrainSettings
+
+    path = _altered(trained, tmp_path, change)
+    before = path.read_bytes()
+    with pytest.raises(CheckpointError) as info:
+        Trainer(TrainSettings(steps=4, hidden=(16,), batch=16), resume=path)
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert path.read_bytes() == before
+    result = CliRunner().invoke(main, ["train", "--steps", "4", "--hidden", "16", "--batch",
+                                       "16", "--resume", str(path)])
+    _one_error_line(result, message)
+    assert path.read_bytes() == before
