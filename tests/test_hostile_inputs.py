@@ -562,3 +562,48 @@ def test_altered_counters_are_refused(trained, tmp_path, change, message):
                                        "16", "--resume", str(path)])
     _one_error_line(result, message)
     assert path.read_bytes() == before
+
+
+# -- wse export -o ------------------------------------------------------------------------------
+
+def _dangling(tmp_path):
+    link = tmp_path / "mesh.v"
+    link.symlink_to(tmp_path / "gone" / "mesh.v")
+    return link, "is a dangling symbolic link"
+
+
+def _under_proc(tmp_path):
+    return Path("/proc/mesh.v"), "cannot write files in /proc"
+
+
+def _vlt_is_a_folder(tmp_path):
+    (tmp_path / "mesh.vlt").mkdir()
+    return tmp_path / "mesh.v", "mesh.vlt, written beside the Verilog, is a directory"
+
+
+@pytest.mark.parametrize("where", [_dangling, _under_proc, _vlt_is_a_folder])
+@pytest.mark.parametrize("command", [["export", "--mesh", "1x1"], ["export", "router"]])
+def test_export_to_a_path_it_cannot_write_is_one_line(tmp_path, where, command):
+    if where is _under_proc and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    output, message = where(tmp_path)
+    if where is _vlt_is_a_folder and command[1] == "router":
+        message = None          # the router is one file: it is written
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = CliRunner().invoke(main, [*command, "-o", str(output)])
+    if message is None:
+        assert result.exit_code == 0, result.output
+        return
+    _one_error_line(result, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_export_reports_a_write_that_fails_late(tmp_path, monkeypatch):
+    import wse.sim.export_mesh
+
+    def failing(config, path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(wse.sim.export_mesh, "export_mesh", failing)
+    result = CliRunner().invoke(main, ["export", "--mesh", "1x1", "-o", str(tmp_path / "m.v")])
+    _one_error_line(result, f"cannot write {tmp_path / 'm.v'}: Permission denied")

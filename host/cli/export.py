@@ -1,6 +1,7 @@
 """``wse export``: the mesh (with a Verilator configuration and a FuseSoC core beside it) or the
 router as Verilog."""
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -60,7 +61,13 @@ def _verilog_path(ctx, param, value):
         raise click.BadParameter(f"must be the Verilog file (such as mesh.v), not {value}: "
                                  f"the {value.suffix} file is written beside it", ctx=ctx,
                                  param=param)
-    return _VERILOG(ctx, param, value)
+    value = _VERILOG(ctx, param, value)
+    for beside in () if value is None else (value.with_suffix(".vlt"), value.with_suffix(".core")):
+        if beside.is_dir() or (beside.is_symlink() and not beside.exists()):
+            raise click.BadParameter(f"{beside}, written beside the Verilog, is "
+                                     f"{'a directory' if beside.is_dir() else 'a dangling link'}",
+                                     ctx=ctx, param=param)
+    return value
 
 
 @click.group(invoke_without_command=True, subcommand_metavar="[COMMAND [ARGS]...]")
@@ -96,7 +103,8 @@ def export(ctx, mesh, output, fmt, **core):
     from wse.sim.export_mesh import export_mesh
 
     config = _mesh_config(ctx, mesh, {**core, "fmt": fmt})
-    with console.status(f"exporting a {mesh[0]}x{mesh[1]} mesh and linting it"):
+    with console.status(f"exporting a {mesh[0]}x{mesh[1]} mesh and linting it"), \
+            _writing(output):
         written = export_mesh(config, output)
     _print_mesh(written)
     if written.unwaived:
@@ -106,6 +114,17 @@ def export(ctx, mesh, output, fmt, **core):
             f"fix the cause or record why it is safe")
     for path in (written.verilog, written.vlt, written.core):
         click.echo(path)
+
+
+@contextlib.contextmanager
+def _writing(output):
+    """A file that cannot be written as ``-o`` asks is one ``Error:`` line naming it."""
+    try:
+        yield
+    except OSError as error:
+        where = error.filename or output
+        raise click.ClickException(f"cannot write {where}: {error.strerror or error}") \
+            from None
 
 
 def _mesh_config(ctx, mesh, core):
@@ -176,5 +195,6 @@ def export_router(output, colors, queues, depth, cfg_color):
         router = Router(n_colors=colors, n_queues=queues, depth=depth, cfg_color=cfg)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
-    click.echo(export_verilog(router, output, name="router"))
+    with _writing(output):
+        click.echo(export_verilog(router, output, name="router"))
 

@@ -9,6 +9,7 @@ that has them), so ``wse --help`` and the other commands do not import the hardw
 
 import functools
 import os
+import tempfile
 
 import click
 from rich.console import Console
@@ -112,6 +113,19 @@ def output_file(suffix, what):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise click.BadParameter(f"the directory {folder} is not writable", ctx=ctx,
                                      param=param)
+        if value.is_symlink() and not value.exists():
+            raise click.BadParameter(f"{value} is a dangling symbolic link (to "
+                                     f"{os.readlink(value)}): remove it or name another file",
+                                     ctx=ctx, param=param)
+        if value.is_dir():
+            raise click.BadParameter(f"{value} is a directory", ctx=ctx, param=param)
+        try:        # what the permission bits do not tell (such as /proc, or a full disk)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as error:
+            raise click.BadParameter(f"cannot write files in {folder}: "
+                                     f"{error.strerror or error}", ctx=ctx,
+                                     param=param) from None
         return value
     return check
 
