@@ -341,3 +341,167 @@ def _is_mask(word):
     fields = isa.WAVELET.unpack(word)
     op = isa.CONTROL.unpack(int(fields["data"]))["op"]
     return bool(fields["ctrl"]) and op == ControlOp.MASK.value
+
+
+# Carriage return flags (``isa.CrArg``: quiet_n, quiet_s, skip) ----------------------------------
+
+def _psums_needed(params, crs):
+    """Psums a core takes from the north and the south for ``crs``, ``(o, raw, quiet_n,
+    quiet_s, skip)`` each: none for a dropped or a skipped one, none from a quiet side."""
+    rows, row, n_tok = params.rows, params.row, params.n_tok
+    n = s = 0
+    for o, raw, quiet_n, quiet_s, skip in crs:
+        owner = o % rows
+        if skip or (owner == row and o // rows >= params.n_out and not raw):
+            continue
+        n += n_tok * (0 < row <= owner and not quiet_n)
+        s += n_tok * (owner <= row < rows - 1 and not quiet_s)
+    return n, s
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_streams_with_flagged_carriage_returns(seed):
+    """Outputs of zero to two weights (and a MASK now and then), closed by CRs and CR_OUTs
+    with random ``quiet_n`` / ``quiet_s``, ``skip`` where the row had no AXPY since the last
+    carriage return (as the host sends it), and some dropped ones (this row's, outside ``Y``,
+    flags or not); so flagged CRs ride on AXPYs, wait for buffers or skip past a busy engine.
+    Psums from both sides, random output pacing, 2 to 4 buffers, straps and held copies by
+    seed. A skipped CR_OUT is never this row's here: the harness counts the totals a stream
+    makes from its commands alone."""
+    rng = np.random.default_rng(700 + seed)
+    rows, row = 3, int(rng.integers(0, 3))
+    n_tok, lanes = [(4, 1), (4, 2), (2, 1), (16, 2)][seed % 4]
+    params = CoreParams(n_feat=3, n_tok=n_tok, n_out=4, rows=rows, row=row, lanes=lanes)
+    x = rng.integers(-300, 300, (3, n_tok))
+    x[rng.random(x.shape) < 0.3] = 0
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, x)]
+    crs, axpys = [], 0
+    for _ in range(24):
+        for f in rng.choice(3, int(rng.integers(0, 3)), replace=False):
+            cmds.append(pe_model.weight(params, int(rng.integers(-300, 300)), int(f)))
+            axpys += 1
+        if rng.random() < 0.1:
+            cmds.append(pe_model.mask(params, 0, int(rng.integers(0, 1 << 16))))
+        o = int(rng.integers(0, params.n_out * rows))
+        if rng.random() < 0.08:           # this row's, outside Y: dropped unless raw
+            o = params.n_out * rows + row
+        raw = bool(rng.integers(0, 2))
+        skip = axpys == 0 and rng.random() < 0.6 and not (raw and o % rows == row)
+        quiet_n, quiet_s = (bool(v) for v in rng.random(2) < 0.3)
+        cmds.append(pe_model.cr(params, o, raw=raw, quiet_n=quiet_n, quiet_s=quiet_s,
+                                skip=skip))
+        crs.append((o, raw, quiet_n, quiet_s, skip))
+        axpys = 0
+    n_from_n, n_from_s = _psums_needed(params, crs)
+    psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
+    assert any(c[4] for c in crs) and any(c[2] or c[3] for c in crs if not c[4])
+    pace = rng.random(4000) < 0.7
+    compare(params, cmds + [pe_model.read(params, Y_BASE, params.n_out * n_tok)], *psums,
+            ready=lambda cycle: bool(pace[cycle % len(pace)]),
+            core_kwargs={"acc_buffers": int(rng.integers(2, 5)), "straps": seed % 2 == 1,
+                         "held_copies": 1 + seed // 2 % 2})
+
+
+@pytest.mark.parametrize("acc_buffers", [2, 3])
+def test_a_skip_after_an_axpy_carries_its_sums_into_the_next_output(acc_buffers):
+    """A CR with ``skip`` right behind AXPYs (riding on the last one) and on a cycle of its
+    own: no buffer is handed over, so the sums stay in the active buffer and the next CR
+    hands them over with the next output's: the RTL and the golden model alike. The skip's
+    gate reset holds whether it rides or not."""
+    params = CoreParams(n_feat=2, n_tok=8, n_out=4, lanes=2)
+    x = np.array([[1, 2, 0, 4, 5, 0, 7, 8], [0, 3, 3, 0, -2, 1, 0, 9]]) * 16
+    cr = partial(pe_model.cr, params)
+    w = partial(pe_model.weight, params)
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, x),
+            w(256, 0), cr(0, skip=True),                  # rides on the AXPY: sums stay
+            w(512, 1), cr(1),                             # Y[1] = x0 + 2 x1
+            w(256, 1), pe_model.mask(params, 0, 0x00FF), cr(2, skip=True),   # own cycle
+            w(256, 0), cr(3),                             # Y[3] = x1 + x0 (gate open again)
+            cr(0, skip=True), cr(2, skip=True, quiet_n=True),   # back to back, no AXPY
+            pe_model.read(params, Y_BASE, 4 * 8)]
+    compare(params, cmds, core_kwargs={"acc_buffers": acc_buffers})
+    compare(params, cmds, ready=lambda cycle: cycle % 5 == 0,
+            core_kwargs={"acc_buffers": acc_buffers})
+    model = pe_model.CoreModel(params)
+    model.run(cmds)
+    assert list(model.y[1]) == list(x[0] + 2 * x[1])
+    assert list(model.y[3]) == list(x[0] + x[1])
+    assert not model.y[[0, 2]].any()
+
+
+def test_a_skip_on_the_owner_row_writes_no_y():
+    """The owner row: a CR writes ``Y[slot]``; a later CR of that output with ``skip`` (no
+    AXPY since) leaves it, where one without would write the empty sum (0) over it; on a
+    row with neighbours, a skip takes no psums either."""
+    for rows, row in ((1, 0), (3, 1)):
+        params = CoreParams(n_feat=1, n_tok=4, n_out=2, rows=rows, row=row, lanes=2)
+        o = rows + row                                   # slot 1, this row's
+        cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[300, -20, 0, 7]]),
+                pe_model.weight(params, 512, 0), pe_model.cr(params, o),
+                pe_model.cr(params, o, skip=True), pe_model.read(params, Y_BASE, 8)]
+        psums = ([5, 6, 7, 8], [1, 2, 3, 4]) if rows == 3 else ()
+        compare(params, cmds, *psums)
+        model = pe_model.CoreModel(params)
+        model.run(cmds, *psums)
+        total = 512 * np.array([300, -20, 0, 7]) + (np.array([6, 8, 10, 12]) if rows == 3 else 0)
+        assert list(model.y[1]) == list(np.round(total / 256).astype(int))
+        assert model.y[1].any()
+        unskipped = pe_model.CoreModel(params)
+        unskipped.run([c for c in cmds[:-2]] + [pe_model.cr(params, o), cmds[-1]],
+                      *(p + p for p in psums))
+        assert not unskipped.y[1].any()
+
+
+def test_a_skip_never_waits_for_a_buffer():
+    """Every buffer but the active one waits for the engine (its output is held up): a CR
+    would stall there, but CRs with ``skip`` and AXPYs behind them go straight through (the
+    ramp keeps taking words well past the command FIFO's depth); a CR without ``skip`` in the
+    same place holds the ramp up. Then the output is released and the results are the golden
+    model's."""
+    from amaranth.sim import Simulator
+
+    from wse.rtl.core import Core
+
+    params = CoreParams(n_feat=1, n_tok=4, n_out=2, lanes=1)
+    x = [[1, 2, 3, 4]]
+    head = [pe_model.addr(params, 0), *pe_model.load(params, x),
+            pe_model.weight(params, 256, 0), pe_model.cr(params, 0, raw=True)]   # engine stuck
+
+    def run(tail, hold):
+        dut = Core(params, acc_buffers=2, cmd_depth=4)
+        words, sent, took = head + tail, [], []
+
+        async def bench(ctx):
+            for cycle in range(400):
+                ctx.set(dut.o.ready, cycle >= hold)
+                offer = len(took) < len(words)
+                ctx.set(dut.i.valid, offer)
+                if offer:
+                    ctx.set(dut.i.payload.as_value(), words[len(took)])
+                if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                    sent.append(ctx.get(dut.o.payload.data))
+                taken = offer and ctx.get(dut.i.ready)
+                await ctx.tick()
+                if taken:
+                    took.append(cycle)
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        sim.run()
+        return took, sent
+
+    skips = [pe_model.cr(params, o % 2, skip=True) for o in range(12)]
+    tail = [*skips[:6], pe_model.weight(params, 256, 0), *skips[6:],
+            pe_model.cr(params, 1, raw=True), pe_model.read(params, Y_BASE, 4)]
+    took, sent = run(tail, hold=200)
+    assert len(took) == len(head) + len(tail)
+    assert took[len(head) + 13] < 100                      # every skip and the AXPY: no wait
+    model = pe_model.CoreModel(params)
+    want = model.run(head + tail)[params.colors.out]
+    assert sent == [w & 0xFFFFFFFF for w in want]
+    assert want[4:8] == [256, 512, 768, 1024]               # the AXPY's sums, carried past
+    # the same place without skip: the CR waits, the FIFO fills, the ramp is held up
+    plain = [pe_model.cr(params, o % 2) for o in range(12)]
+    took, _ = run(plain, hold=200)
+    assert took[len(head) + 11] >= 200
