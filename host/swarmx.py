@@ -29,6 +29,7 @@ import contextlib
 import multiprocessing
 import re
 import signal
+import socket
 import threading
 
 import numpy as np
@@ -39,7 +40,7 @@ from .messages import decode, encode
 from .worker import MeshWorker
 
 __all__ = ["SwarmX", "Tree", "SwarmError", "TRANSPORTS", "RAY_MIN_VERSION", "ray_init_kwargs",
-           "check_ray_version"]
+           "check_ray_address", "check_ray_version"]
 
 TRANSPORTS = ("inproc", "process", "ray")
 
@@ -300,6 +301,28 @@ def check_ray_version(version):
                          f"token authentication), not {version}: pip install 'ray>={need}'")
 
 
+#: Seconds :func:`check_ray_address` waits for a cluster's address to accept a connection.
+RAY_CONNECT_TIMEOUT = 10.0
+
+
+def check_ray_address(address, timeout=RAY_CONNECT_TIMEOUT):
+    """``SwarmError`` unless something listens at ``address`` (``host:port`` or
+    ``ray://host:port``; other forms, such as ``auto``, are left to Ray): Ray itself retries
+    an address where no one listens for minutes, printing log lines."""
+    match = re.fullmatch(r"(ray://)?\[?([^\[\]/]+?)\]?:(\d+)", str(address).strip())
+    if match is None:
+        return
+    host, port = match[2], int(match[3])
+    if not 0 < port < 65536:
+        raise SwarmError(f"--address {address}: the port must be in 1..65535, not {port}")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else (error.strerror or error)
+        raise SwarmError(f"no Ray cluster at --address {address}: {reason}") from None
+
+
 def ray_init_kwargs(systems, address=None):
     """The arguments of ``ray.init`` for ``systems`` systems: a cluster at ``address``, or a
     local Ray on the loopback interface without a dashboard."""
@@ -335,6 +358,7 @@ class _Ray:
         """Start a local Ray on the loopback interface (or join ``address``)."""
         kwargs = ray_init_kwargs(n, address)
         if address is not None:
+            check_ray_address(address)
             ray.init(**kwargs)
             return
         # Ray turns a node address of 127.0.0.1 into the machine's own address unless it runs

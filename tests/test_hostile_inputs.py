@@ -607,3 +607,31 @@ def test_export_reports_a_write_that_fails_late(tmp_path, monkeypatch):
     monkeypatch.setattr(wse.sim.export_mesh, "export_mesh", failing)
     result = CliRunner().invoke(main, ["export", "--mesh", "1x1", "-o", str(tmp_path / "m.v")])
     _one_error_line(result, f"cannot write {tmp_path / 'm.v'}: Permission denied")
+
+
+# -- Ray at an address where no one listens -----------------------------------------------------
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:{port}", "127.0.0.1:70000"])
+def test_ray_at_an_address_where_no_one_listens_fails_at_once(tmp_path, address):
+    import time
+
+    pytest.importorskip("ray")
+    address = address.format(port=_closed_port())
+    started = time.monotonic()
+    run = subprocess.run([*WSE, "train", "--swarm", "ray", "--address", address, "--steps", "1"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 60
+    assert run.returncode != 0
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("Error:") and address in errors[0], \
+        run.stderr
+    assert "no Ray cluster" in errors[0] or "port must be in 1..65535" in errors[0]
+    assert list(tmp_path.iterdir()) == []
