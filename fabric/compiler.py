@@ -20,7 +20,7 @@ __all__ = ["compile_gemm", "compile_gemm_csr"]
 
 
 def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
-                 balance=True, raw=False, zeros=False, mask=None):
+                 balance=True, raw=False, zeros=False, mask=None, spans=True):
     """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
 
     Parameters
@@ -36,10 +36,12 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         Rows and slots of the input features; :meth:`Placement.balanced` (or, with
         ``balance=False``, :meth:`Placement.modulo`) by default.
     out_placement : Placement, optional
-        Owner rows and result slots of the outputs; :meth:`Placement.modulo` by default (for
-        ``raw``, dealt over ``config.plan.raw_rows()``: every row unless the mesh has more
-        rows than reply colors). With ``raw``, the rows owning outputs must have pairwise
-        distinct reply colors.
+        Owner rows and result slots of the outputs; by default :meth:`Placement.spanning`
+        (each output owned inside the span of the rows holding its weights), or with
+        ``spans=False`` :meth:`Placement.modulo` (for ``raw``, either over
+        ``config.plan.raw_rows()``: every row unless the mesh has more rows than reply
+        colors). With ``raw``, the rows owning outputs must have pairwise distinct reply
+        colors.
     raw : bool
         ``CR_OUT``: the owner rows send their 32-bit totals out instead of requantising them
         into ``Y`` (no ``n_out`` limit).
@@ -48,6 +50,10 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
     mask : (n_out, tokens) bools, optional
         A masked GEMM: ``Y[o, t]`` only where ``mask[o, t]``, 0 elsewhere, with no MAC and no
         cycle spent on the rest (``docs/mesh.md``, "Masked GEMMs": the weight-gradient pass).
+    spans : bool
+        Each row's carriage returns carry the flags that let it skip an output it has no part
+        in (:meth:`GemmProgram.cr_flags`; ``docs/mesh.md``, "Partial sums"); ``False`` streams
+        plain ones, every row reducing every output (to measure what the flags save).
 
     Returns
     -------
@@ -65,14 +71,14 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         return compile_gemm_csr(config, W.shape, W.indptr, W.indices, W.values, X,
                                 n_tokens=n_tokens, in_placement=in_placement,
                                 out_placement=out_placement, balance=balance, raw=raw,
-                                zeros=zeros, mask=mask)
+                                zeros=zeros, mask=mask, spans=spans)
     W = operands(config.fmt, W, "W")
     if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "
                          f"{W.shape}")
     return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
                     in_placement=in_placement, out_placement=out_placement, balance=balance,
-                    raw=raw, zeros=zeros, mask=mask)
+                    raw=raw, zeros=zeros, mask=mask, spans=spans)
 
 
 def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
@@ -92,7 +98,7 @@ def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
 
 
 def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
-             balance=True, raw=False, zeros=False, mask=None):
+             balance=True, raw=False, zeros=False, mask=None, spans=True):
     """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
     fmt = config.fmt
     n_out, n_in = weights.shape
@@ -117,29 +123,42 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
         in_placement = (Placement.balanced_counts(np.bincount(weights.indices, minlength=n_in),
                                                   config.rows) if balance
                         else Placement.modulo(n_in, config.rows))
+    _check_placement("in_placement", in_placement, config.rows, n_in, "inputs")
+    if mask is not None:
+        mask = _checked_mask(config, mask, n_out, tokens)
     if out_placement is None:
         # raw results leave while the compute phase runs: owners need distinct reply colors
         among = config.plan.raw_rows() if raw and config.plan.raw_rows() != list(
             range(config.rows)) else None
-        out_placement = Placement.modulo(n_out, config.rows, among=among)
-    for name, p, n, what in (("in_placement", in_placement, n_in, "inputs"),
-                             ("out_placement", out_placement, n_out, "outputs")):
-        if not isinstance(p, Placement):
-            raise ValueError(f"{name} must be a Placement, not {p!r}")
-        p.check_shape(name, config.rows, n, what)
+        if spans:
+            has = np.zeros((n_out, config.rows), dtype=bool)
+            has[weights.rows, in_placement.row_of[weights.indices]] = True
+            if zeros:
+                has[:, np.unique(in_placement.row_of)] = True
+            if mask is not None:
+                has &= mask.any(axis=1)[:, None]
+            out_placement = Placement.spanning(has, config.rows, among=among,
+                                               limit=None if raw else config.n_out)
+        else:
+            out_placement = Placement.modulo(n_out, config.rows, among=among)
+    _check_placement("out_placement", out_placement, config.rows, n_out, "outputs")
     in_placement.check_fits(config.n_feat, "input features", name="n_feat")
     if not raw:
         out_placement.check_fits(config.n_out, "output features", name="n_out")
     else:
         _check_raw_owners(config, out_placement)
     big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
-    if big > isa.MAX_ARG:
+    if big > isa.MAX_O:
         raise ValueError(f"output features: a carriage return argument of {big} (slot * rows + "
-                         f"row) does not fit its {isa.ARG_BITS} bits")
-    if mask is not None:
-        mask = _checked_mask(config, mask, n_out, tokens)
+                         f"row) does not fit its {isa.CR_O_BITS} bits")
     return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
-                       bool(zeros), W=W, mask=mask)
+                       bool(zeros), W=W, mask=mask, spans=spans)
+
+
+def _check_placement(name, placement, rows, n, what):
+    if not isinstance(placement, Placement):
+        raise ValueError(f"{name} must be a Placement, not {placement!r}")
+    placement.check_shape(name, rows, n, what)
 
 
 def _checked_mask(config, mask, n_out, tokens):

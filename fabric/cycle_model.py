@@ -129,43 +129,53 @@ class CycleModel:
 
     def _run(self, program, costs):
         """Plain Python over ints (a row count is small; numpy per output costs more than it
-        saves)."""
+        saves). A row whose CR skips an output (:meth:`~fabric.program.GemmProgram.cr_flags`)
+        hands no buffer to its engine: it neither waits for one nor reduces, and its
+        neighbours take no psum from it."""
         cfg = program.config
         R, n_tok, n_buf = cfg.rows, cfg.n_tok, self.acc_buffers
-        owners = program.out_placement.row_of[program.output_order].tolist()
+        order = program.output_order
+        owners = program.out_placement.row_of[order].tolist()
+        skips, quiet_n, quiet_s = (flags[order].tolist() for flags in program.cr_flags())
         n = program.n_out
         per_output = costs.T.tolist()                 # per_output[k][r]
         t = [FILL] * R                                # each row's dispatcher clock
         busy, stall = [0] * R, [0] * R
-        end = [[0] * n for _ in range(R)]             # engine idle again after output k
-        first = [[0] * n for _ in range(R)]           # engine adds its first token of output k
+        ends = [[] for _ in range(R)]                 # engine idle again after each reduction
+        first = [0] * R                               # engine adds its first token of output k
         cr = [0] * R
+        last = 0
         for k in range(n):
-            owner = owners[k]
+            owner, skip = owners[k], skips[k]
             for r in range(R):
                 cost = per_output[k][r]
+                if skip[r]:                           # no weight, no CR: nothing to do
+                    continue
                 fused = cost > 0                      # the CR rides on the row's last AXPY
                 t[r] += cost
                 busy[r] += cost
                 c = t[r] - 1 if fused else t[r]
-                if k >= n_buf - 1:                    # wait for a free accumulator buffer
-                    c = max(c, end[r][k - (n_buf - 1)])
+                if len(ends[r]) >= n_buf - 1:         # wait for a free accumulator buffer
+                    c = max(c, ends[r][-(n_buf - 1)])
                 stall[r] += c - (t[r] - 1) if fused else c - t[r] + 1
                 if not (fused and c == t[r] - 1):
                     t[r] = c + 1
                 cr[r] = c
             for r in (*range(owner), *range(R - 1, owner, -1), owner):
+                if skip[r]:
+                    continue
                 start = cr[r] + 1
-                if k:   # the first read may overlap the previous output's last add
-                    start = max(start, end[r][k - 1] - ENGINE_EXTRA)
+                if ends[r]:     # the first read may overlap the previous output's last add
+                    start = max(start, ends[r][-1] - ENGINE_EXTRA)
                 ready = start + ENGINE_EXTRA
-                if 0 < r <= owner:
-                    ready = max(ready, first[r - 1][k] + HOP)
-                if owner <= r < R - 1:
-                    ready = max(ready, first[r + 1][k] + HOP)
-                first[r][k] = ready
-                end[r][k] = ready + n_tok
-        cycles = max(end[r][-1] for r in range(R)) + DRAIN if n else FILL
+                if 0 < r <= owner and not quiet_n[k][r]:
+                    ready = max(ready, first[r - 1] + HOP)
+                if owner <= r < R - 1 and not quiet_s[k][r]:
+                    ready = max(ready, first[r + 1] + HOP)
+                first[r] = ready
+                ends[r].append(ready + n_tok)
+                last = max(last, ready + n_tok)
+        cycles = last + DRAIN if n else FILL
         return cycles, np.array(busy, dtype=np.int64), np.array(stall, dtype=np.int64)
 
 

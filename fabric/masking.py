@@ -32,10 +32,11 @@ def mask_words(program):
     return np.where(bits == (1 << isa.MASK_CHUNK) - 1, -1, bits)
 
 
-def with_masks(program, streams, positions, rows_w):
+def with_masks(program, streams, positions, rows_w, has_cr):
     """``streams`` with, in each row, the output's MASKs (for every column and chunk that
     is not all ones) in front of its first weight; rows without a weight of an output get
-    none (their gate does not matter, and the CR sets it again)."""
+    none (their gate does not matter, and the CR sets it again). ``has_cr[k, r]``: row ``r``
+    has a CR for the output at stream position ``k``."""
     cfg = program.config
     words = mask_words(program)
     order = program.output_order
@@ -47,12 +48,13 @@ def with_masks(program, streams, positions, rows_w):
     out = {}
     for r in range(cfg.rows):
         counts = np.bincount(positions[rows_w == r], minlength=program.n_out).tolist()
+        crs = has_cr[:, r].astype(int).tolist()
         stream, at = streams[r], 0
         merged = []
-        for k, n in enumerate(counts):
+        for k, (n, cr) in enumerate(zip(counts, crs)):
             if n:
                 merged.extend(masks[k])
-            merged.extend(stream[at:at + n + 1])        # the weights and the CR
-            at += n + 1
+            merged.extend(stream[at:at + n + cr])       # the weights and the CR
+            at += n + cr
         out[r] = merged
     return out

@@ -181,15 +181,18 @@ class MeshModel:
 
     def _needs(self, row, data, ctrl):
         """``[(index, o, op, need_n, need_s)]`` of the carriage returns among a core's
-        commands (a CR acts the same on ``cmd`` and ``weight``)."""
+        commands (a CR acts the same on ``cmd`` and ``weight``; its flags say which psums it
+        takes: ``docs/pe.md``)."""
         cfg = self.config
         op = isa.CONTROL.unpack(data)["op"]
         at = np.flatnonzero((ctrl == 1) & np.isin(op, _CR_OPS))
-        o = isa.CR_ARG.unpack(isa.CONTROL.unpack(data[at])["arg"])["o"]
+        arg = isa.CR_ARG.unpack(isa.CONTROL.unpack(data[at])["arg"])
+        o = arg["o"]
         owner, slot = o % cfg.rows, o // cfg.rows
         dropped = (owner == row) & (slot >= cfg.n_out) & (op[at] == ControlOp.CR.value)
-        need_n = (0 < row) & (row <= owner) & ~dropped
-        need_s = (owner <= row) & (row < cfg.rows - 1) & ~dropped
+        idle = dropped | (arg["skip"] == 1)
+        need_n = (0 < row) & (row <= owner) & ~idle & (arg["quiet_n"] == 0)
+        need_s = (owner <= row) & (row < cfg.rows - 1) & ~idle & (arg["quiet_s"] == 0)
         return list(zip(at.tolist(), o.tolist(), op[at].tolist(), need_n.tolist(),
                         need_s.tolist()))
 

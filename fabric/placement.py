@@ -88,6 +88,45 @@ class Placement:
             raise ValueError(f"among must be distinct rows, at least one, not {among.tolist()}")
         return cls(rows, among[i % among.size], i // among.size, kind="modulo")
 
+    @classmethod
+    def spanning(cls, has, rows, *, limit=None, among=None):
+        """Outputs whose owner lies inside the span of the rows holding their weights, so that
+        the psum chain of an output runs through no row outside that span (``docs/mesh.md``,
+        "Partial sums"). ``has[o, r]``: row ``r`` streams a weight of output ``o``. Outputs are
+        placed narrowest span first, each on the least loaded row of its span that has a free
+        slot (``limit`` slots a row; ``among``: only those rows); an output with no weight, or
+        whose span is full, goes to the least loaded row of all (beyond ``limit`` only when
+        every row is full: :meth:`check_fits` then says so). Slots follow the output index
+        within each row."""
+        rows = count("rows", rows)
+        has = np.asarray(has, dtype=bool)
+        if has.ndim != 2 or has.shape[1] != rows:
+            raise ValueError(f"has must be (outputs, {rows}) booleans, not shape {has.shape}")
+        n = has.shape[0]
+        allowed = np.zeros(rows, dtype=bool)
+        allowed[np.arange(rows) if among is None else int_array(among, "among", 1)] = True
+        limit = n if limit is None else count("limit", limit)
+        any_weight = has.any(axis=1)
+        lo = np.where(any_weight, has.argmax(axis=1), 0)
+        hi = np.where(any_weight, rows - 1 - has[:, ::-1].argmax(axis=1), rows - 1)
+        load = np.zeros(rows, dtype=np.int64)
+        row_of = np.empty(n, dtype=np.int64)
+        for o in np.argsort(np.where(any_weight, hi - lo, rows), kind="stable").tolist():
+            free = allowed & (load < limit)
+            if not free.any():          # more outputs than slots: check_fits names the row
+                free = allowed
+            span = free.copy()
+            span[:lo[o]] = span[hi[o] + 1:] = False
+            pick = span if span.any() else free
+            r = int(np.flatnonzero(pick)[np.argmin(load[pick])])
+            row_of[o] = r
+            load[r] += 1
+        slot_of = np.empty(n, dtype=np.int64)
+        for r in range(rows):
+            mine = np.flatnonzero(row_of == r)
+            slot_of[mine] = np.arange(mine.size)
+        return cls(rows, row_of, slot_of, kind="spanning")
+
     def __len__(self):
         return int(self.row_of.size)
 

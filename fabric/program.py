@@ -9,13 +9,15 @@ sense of what comes back:
   ``t // cols``;
 - input features go to rows by a :class:`Placement` (*balanced* by default: the features with
   the most nonzero weights first, dealt round-robin), output features to their owner rows by
-  another (*modulo* unless given);
+  another (*spanning* unless given: inside the rows that hold each output's weights);
 - :attr:`GemmProgram.streams`: per row, for each output ``o`` in stream order
-  (:attr:`GemmProgram.output_order`: grouped by owner row, by index within), the nonzero weights
+  (:attr:`GemmProgram.output_order`), the nonzero weights
   ``W[o, i]`` of that row's features (in order of ``i``) as ``(value, slot)`` weight wavelets,
   then a carriage return ``slot_out[o] * rows + row_out[o]`` (``CR``, or ``CR_OUT`` for raw
-  results) that every row gets; a *masked* program (``mask``) puts in front of an output's
-  weights the MASKs that gate each column's tokens (:meth:`GemmProgram.mask_words`);
+  results) with the flags that say which neighbours' psums the row takes, in every row that
+  takes part in the output's reduction (:meth:`GemmProgram.cr_flags`); a *masked* program
+  (``mask``) puts in front of an output's weights the MASKs that gate each column's tokens
+  (:meth:`GemmProgram.mask_words`);
 - :meth:`GemmProgram.load_streams` is the host's copy of ``X`` into the cores (``SELECT c``,
   ``ADDR 0`` and ``LOAD`` on ``cmd``), :meth:`GemmProgram.read_streams` the ``READ`` of each
   core's ``Y`` slots (one exchange per group of rows with distinct reply colors);
@@ -71,6 +73,7 @@ class GemmProgram:
     n_out, n_in, tokens : int
     raw : bool, results leave raw (``CR_OUT``) instead of being requantised into ``Y``.
     zeros : bool, zero weights are streamed too.
+    spans : bool, each row's carriage returns say which psums it skips (:meth:`cr_flags`).
     mask : (n_out, tokens) bool or None: a masked GEMM computes ``Y[o, t]`` only where
         ``mask[o, t]`` (0 elsewhere): each row's stream gates its cores' tokens with MASKs
         before an output's weights (``docs/mesh.md``, "Masked GEMMs").
@@ -81,7 +84,7 @@ class GemmProgram:
     """
 
     def __init__(self, config, weights, X, tokens, in_placement, out_placement, raw, zeros,
-                 W=None, mask=None):
+                 W=None, mask=None, spans=True):
         self.config = config
         self.weights = weights
         self._W = None if W is None else readonly(W)
@@ -93,6 +96,8 @@ class GemmProgram:
         self.raw = raw
         self.zeros = zeros
         self.mask = None if mask is None else readonly(mask)
+        self.spans = bool(spans)
+        self._order = None
         self.streams, self.weights_per_row = self._build_streams()
         self.nnz = int(self.weights_per_row.sum())
 
@@ -111,12 +116,66 @@ class GemmProgram:
 
     @property
     def output_order(self):
-        """The outputs in stream order: grouped by owner row, by index within a row."""
-        return np.argsort(self.out_placement.row_of, kind="stable")
+        """The outputs in stream order (``docs/mesh.md``, "Streams"): grouped by owner row, by
+        index within a row, so that psums flow one way for a run of outputs. With ``spans``,
+        only the outputs whose weights lie in two rows or more go so; the others (one row's
+        weights, or none: no psum crosses a link, only the owner's engine runs) are dealt
+        evenly among them, round-robin over their owners, so no row meets a run of them."""
+        owner = self.out_placement.row_of
+        grouped = np.argsort(owner, kind="stable")
+        if not self.spans:
+            return grouped
+        if self._order is None:
+            alone = self.weight_rows().sum(axis=1) <= 1
+            chained = grouped[~alone[grouped]]
+            single = np.flatnonzero(alone)
+            single = single[np.lexsort((owner[single], self.out_placement.slot_of[single]))]
+            # position of each in [0, 1): a single goes before a chained one at the same place
+            at = np.concatenate([(np.arange(single.size) + 0.5) / max(1, single.size),
+                                 (np.arange(chained.size) + 0.5) / max(1, chained.size)])
+            both = np.concatenate([single, chained])
+            self._order = readonly(both[np.argsort(at, kind="stable")])
+        return self._order
 
     def cr_args(self):
         """The carriage return argument of each output: ``slot_out * rows + row_out``."""
         return self.out_placement.slot_of * self.config.rows + self.out_placement.row_of
+
+    def weight_rows(self):
+        """``(n_out, rows)`` bool: whether row ``r``'s stream carries a weight of output ``o``
+        (a zero one too, with ``zeros``; none of an output a mask gates off everywhere)."""
+        cfg = self.config
+        has = np.zeros((self.n_out, cfg.rows), dtype=bool)
+        if self.zeros:
+            has[:, np.unique(self.in_placement.row_of)] = True
+        else:
+            has[self.weights.rows, self.in_placement.row_of[self.weights.indices]] = True
+        if self.mask is not None:
+            has &= self.streamed_outputs[:, None]
+        return has
+
+    def cr_flags(self):
+        """``(skip, quiet_n, quiet_s)``, each ``(n_out, rows)`` bool, the flags of the CR each
+        row gets for each output (``docs/mesh.md``, "Partial sums"): a row runs its
+        partial-sum engine for an output when it owns it or when a row at or beyond it, on its
+        side of the owner, holds a weight of it; every other row skips (it has no weight of
+        the output, so its accumulators are zero); a row takes no psum from a neighbour that
+        skips. All False with ``spans=False``: every row runs every output."""
+        cfg = self.config
+        off = np.zeros((self.n_out, cfg.rows), dtype=bool)
+        if not self.spans:
+            return off, off.copy(), off.copy()
+        has = self.weight_rows()
+        owner = self.out_placement.row_of[:, None]
+        r = np.arange(cfg.rows)[None, :]
+        from_top = np.logical_or.accumulate(has, axis=1)
+        from_bottom = np.logical_or.accumulate(has[:, ::-1], axis=1)[:, ::-1]
+        runs = (r == owner) | ((r < owner) & from_top) | ((r > owner) & from_bottom)
+        above = np.pad(runs[:, :-1], ((0, 0), (1, 0)))        # runs[o, r - 1], False at row 0
+        below = np.pad(runs[:, 1:], ((0, 0), (0, 1)))         # runs[o, r + 1]
+        quiet_n = (r > 0) & (r <= owner) & ~above
+        quiet_s = (r < cfg.rows - 1) & (r >= owner) & ~below
+        return ~runs, quiet_n, quiet_s
 
     def _build_streams(self):
         cfg = self.config
@@ -140,16 +199,22 @@ class GemmProgram:
         rows_w = self.in_placement.row_of[i_idx]
         words = pack(isa.weight_data(numerics.to_wire(self.config.fmt, values),
                                      self.in_placement.slot_of[i_idx]), weight_color, 0)
-        crs = pack(isa.cr_data(self.cr_args()[order], raw=self.raw), weight_color, 1)
+        # a row that skips an output gets no CR for it: it has no weight of it, so nothing to
+        # hand over, and no neighbour waits for it (cr_flags)
+        skip, quiet_n, quiet_s = (flags[order] for flags in self.cr_flags())
+        args = self.cr_args()[order]
         positions = np.arange(self.n_out)
         streams = {}
         for r in range(cfg.rows):
+            crs = pack(isa.cr_data(args, raw=self.raw, quiet_n=quiet_n[:, r],
+                                   quiet_s=quiet_s[:, r]), weight_color, 1)
             mine = rows_w == r
             # the CR of the output at position k goes after that output's last weight
             at = np.searchsorted(position[o_idx[mine]], positions, side="right")
-            streams[r] = np.insert(words[mine], at, crs).tolist()
+            kept = ~skip[:, r]
+            streams[r] = np.insert(words[mine], at[kept], crs[kept]).tolist()
         if self.mask is not None:
-            streams = masking.with_masks(self, streams, position[o_idx], rows_w)
+            streams = masking.with_masks(self, streams, position[o_idx], rows_w, ~skip)
         return streams, np.bincount(rows_w, minlength=cfg.rows).astype(np.int64)
 
     # Masks --------------------------------------------------------------------------------------
@@ -308,7 +373,7 @@ class GemmProgram:
         """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program from what left
         the outlets during the compute exchange (``{col: [wavelets]}``, any interleaving across
         colors, the order within a color kept): row ``r``'s cores send ``n_tok`` words per
-        output they own, in output order."""
+        output they own, in stream order (:attr:`output_order`)."""
         if not self.raw:
             raise ValueError("not a raw program: results are in Y (use read_streams, "
                              "read_blocks and decode_y)")
@@ -320,11 +385,12 @@ class GemmProgram:
                         dtype=np.int64)
         for (r, c), words in replies.items():
             full[r, :owned[r], c] = words.reshape(owned[r], cfg.n_tok)
-        # an output's position among its owner's outputs, in output order
-        order = np.argsort(p.row_of, kind="stable")
+        # an output's position among its owner's outputs, in stream order
+        order = self.output_order
+        by_owner = order[np.argsort(p.row_of[order], kind="stable")]
         first = np.concatenate(([0], np.cumsum(owned)[:-1]))
         rank = np.empty(self.n_out, dtype=np.int64)
-        rank[order] = np.arange(self.n_out) - first[p.row_of[order]]
+        rank[by_owner] = np.arange(self.n_out) - first[p.row_of[by_owner]]
         return self._gather(full, rank)
 
     def _gather(self, full, slot):

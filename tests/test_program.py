@@ -146,8 +146,8 @@ CFG = MeshConfig(rows=2, cols=2, n_feat=4, n_tok=4, n_out=3)
     (dict(W=np.ones((1, 9), dtype=int), balance=False),
      r"input features: row 0 needs 5 slots, .*n_feat=4 \(modulo placement of 9 features"),
     (dict(W=np.ones((7, 1), dtype=int)),
-     (r"^output features: row 0 needs 4 slots, but a core holds n_out=3 \(modulo placement of "
-      r"7 features on 2 rows\)$")),
+     (r"^output features: row 0 needs 4 slots, but a core holds n_out=3 \(spanning placement "
+      r"of 7 features on 2 rows\)$")),
     (dict(W=[[1, 2]], in_placement=Placement.modulo(3, 2)),
      r"in_placement places 3 features, W has 2 inputs"),
     (dict(W=[[1, 2]], out_placement=Placement.modulo(2, 2)),
@@ -189,7 +189,8 @@ def test_defaults_and_fields():
     assert prog.tokens == CFG.max_tokens and prog.X is None and not prog.raw
     assert (prog.n_out, prog.n_in, prog.nnz) == (2, 3, 2)
     assert prog.in_placement == Placement.balanced(W, 2)
-    assert prog.out_placement == Placement.modulo(2, 2)
+    assert prog.out_placement.kind == "spanning" and prog.spans
+    assert compile_gemm(CFG, W, spans=False).out_placement == Placement.modulo(2, 2)
     assert compile_gemm(CFG, W, balance=False).in_placement == Placement.modulo(3, 2)
     assert compile_gemm(CFG, W, n_tokens=5).tokens == 5
     assert compile_gemm(CFG, W.astype(float)).nnz == 2
@@ -224,7 +225,8 @@ def test_streams_are_the_nonzeros_then_a_cr_per_output_in_every_row(rows, cols, 
     W = sparse(rng, (11, 13), density, -32768, 32767)
     perm = rng.permutation(11)
     outp = Placement(rows, perm % rows, perm // rows)
-    prog = compile_gemm(config, W, in_placement=None, out_placement=outp, raw=raw, zeros=zeros)
+    prog = compile_gemm(config, W, in_placement=None, out_placement=outp, raw=raw, zeros=zeros,
+                        spans=False)
     want = expected_streams(config, W, prog.in_placement, outp, raw, zeros)
     assert set(prog.streams) == set(range(rows))
     for r in range(rows):
@@ -239,12 +241,20 @@ def test_streams_are_the_nonzeros_then_a_cr_per_output_in_every_row(rows, cols, 
 def test_weight_wavelets_match_the_pe_builders():
     from wse.fabric.pe_model import cr, weight
     W = np.array([[-5, 0, 32767], [0, -32768, 1]])
-    prog = compile_gemm(CFG, W, balance=False)
+    prog = compile_gemm(CFG, W, balance=False, spans=False)
     p = CFG.core(0, 0)
     assert prog.streams[0] == [weight(p, -5, 0), weight(p, 32767, 1), cr(p, 0),
                                weight(p, 1, 1), cr(p, 1)]
     assert prog.streams[1] == [cr(p, 0), weight(p, -32768, 0), cr(p, 1)]
-    assert compile_gemm(CFG, W, balance=False, raw=True).streams[1][0] == cr(p, 0, raw=True)
+    assert compile_gemm(CFG, W, balance=False, raw=True,
+                        spans=False).streams[1][0] == cr(p, 0, raw=True)
+    # with spans: output 0 (weights in row 0 only) is owned by row 0 and row 1 gets no CR for
+    # it; output 1 (both rows) is owned by one of them, the other sends its psums on
+    spanned = compile_gemm(CFG, W, balance=False)
+    assert spanned.out_placement == Placement(2, [0, 1], [0, 0])
+    assert spanned.streams[0] == [weight(p, -5, 0), weight(p, 32767, 1), cr(p, 0, quiet_s=True),
+                                  weight(p, 1, 1), cr(p, 1)]
+    assert spanned.streams[1] == [weight(p, -32768, 0), cr(p, 1)]
 
 
 # Compressed rows ----------------------------------------------------------------------------------
@@ -373,7 +383,7 @@ def test_load_streams_can_use_another_x():
 
 def test_read_streams_read_each_cores_used_slots():
     config = MeshConfig(rows=3, cols=2, n_feat=4, n_tok=4, n_out=4)
-    prog = compile_gemm(config, np.ones((7, 2), dtype=int))     # slots 3, 2, 2
+    prog = compile_gemm(config, np.ones((7, 2), dtype=int), spans=False)     # slots 3, 2, 2
     (streams,) = prog.read_streams()                    # three reply colors: one exchange
     cmd = config.plan.cmd
     for r, slots in enumerate([3, 2, 2]):
@@ -449,7 +459,7 @@ def test_read_blocks_and_decode_y_round_trip():
 
 
 def test_decode_errors_name_what_is_wrong():
-    prog = compile_gemm(CFG, np.ones((3, 1), dtype=int))       # slots 2, 1
+    prog = compile_gemm(CFG, np.ones((3, 1), dtype=int), spans=False)       # slots 2, 1
     ok = {(r, c): np.zeros((2 - r, 4)) for r in range(2) for c in range(2)}
     del ok[(1, 0)]
     with pytest.raises(ValueError, match=r"no Y block of core \(1,0\)"):
@@ -481,7 +491,7 @@ def test_decode_raw_takes_outputs_in_order_per_owner():
         per_row = []
         for r in range(2):
             words = []
-            for o in np.flatnonzero(outp.row_of == r):       # CR order
+            for o in prog.output_order[outp.row_of[prog.output_order] == r]:  # CR order
                 for lt in range(2):
                     t = lt * 3 + c
                     words.append(int(totals[o, t]) & 0xFFFFFFFF if t < 5 else 0)
@@ -514,11 +524,12 @@ def test_raw_results_are_owned_by_rows_with_distinct_reply_colors():
 
 def test_a_carriage_return_argument_too_wide_names_the_limit():
     config = MeshConfig(rows=2, cols=1, n_feat=1, n_tok=1, n_out=1)
-    far = Placement(2, [1], [1 << 27])             # slot * rows + row = 2**28 + 1
+    far = Placement(2, [1], [1 << 24])             # slot * rows + row = 2**25 + 1
     with pytest.raises(ValueError, match=r"^output features: a carriage return argument of "
-                                         r"268435457 \(slot \* rows \+ row\) does not fit its "
-                                         r"28 bits$"):
+                                         r"33554433 \(slot \* rows \+ row\) does not fit its "
+                                         r"25 bits$"):
         compile_gemm(config, [[1]], raw=True, out_placement=far)
+    compile_gemm(config, [[1]], raw=True, out_placement=Placement(2, [1], [(1 << 24) - 1]))
 
 
 # Figures ------------------------------------------------------------------------------------------
