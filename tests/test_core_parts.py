@@ -14,7 +14,7 @@ from wse.rtl.core_lane import AxpyLane
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
 from wse.rtl.core_read import SNAPSHOT, ReadEngine
 from wse.rtl.core_rows import RowSplit
-from wse.rtl.isa import WAVELET, ReadArg, mask_data, select_data
+from wse.rtl.isa import CR_O_BITS, WAVELET, ReadArg, mask_data, select_data
 from wse.rtl.peek_fifo import PeekFIFO
 from wse.rtl.psum import PsumEngine
 
@@ -30,9 +30,16 @@ def simulate(dut, bench):
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 6, 7, 12])
 def test_row_split_is_divmod_without_a_divider(rows):
-    dut = RowSplit(rows, 28)
+    """At the width of a carriage return's ``o`` (``CrArg``) and at a wider one."""
+    for width in (CR_O_BITS, 28):
+        _row_split_matches_divmod(rows, width)
+
+
+def _row_split_matches_divmod(rows, width):
+    dut = RowSplit(rows, width)
     rng = np.random.default_rng(rows)
-    values = [0, 1, rows - 1, rows, 2**28 - 1, 2**28 - rows, *rng.integers(0, 2**28, 300)]
+    values = [0, 1, rows - 1, rows, 2**width - 1, 2**width - rows,
+              *rng.integers(0, 2**width, 300)]
     got = []
 
     async def bench(ctx):
@@ -531,15 +538,20 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
     assert flags == [(1, 1), (0, 0)] * 4          # two buffers: one retired is all of them
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_psum_engine_adds_neighbours_psums_by_role(seed):
+@pytest.mark.parametrize("seed, quiet", [(0, False), (1, False), (2, False), (3, True),
+                                         (4, True)])
+def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet):
     """Row 1 of 3: owner 0 sends acc + south psum north, owner 1 writes requantised
-    acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south."""
+    acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south.
+    With ``quiet``, jobs with random ``quiet_n`` / ``quiet_s``: no psum taken from that
+    side (as if there were no neighbour there)."""
     params = CoreParams(n_feat=1, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
     c = params.colors
     dut = PsumEngine(params)
     rng = np.random.default_rng(seed)
     outputs = [(o, bool(rng.integers(0, 2))) for o in range(7)]
+    flags = {o: (tuple(bool(v) for v in rng.random(2) < 0.4) if quiet else (False, False))
+             for o, _ in outputs}
     acc = {o: list(rng.integers(-5000, 5000, 4)) for o, _ in outputs}
     from_n = [int(v) for v in rng.integers(-5000, 5000, 40)]
     from_s = [int(v) for v in rng.integers(-5000, 5000, 40)]
@@ -554,7 +566,8 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed):
             ctx.set(dut.job.valid, bool(queue))
             if queue:
                 o, raw = queue[0]
-                ctx.set(dut.job.payload, {"slot": o // 3, "owner": o % 3, "raw": raw})
+                ctx.set(dut.job.payload, {"slot": o // 3, "owner": o % 3, "raw": raw,
+                                          "quiet_n": flags[o][0], "quiet_s": flags[o][1]})
             ctx.set(dut.psum_n.valid, bool(rng.random() < 0.7))
             ctx.set(dut.psum_n.payload, from_n[n] & 0xFFFFFFFF)
             ctx.set(dut.psum_s.valid, bool(rng.random() < 0.7))
@@ -587,10 +600,10 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed):
         owner = o % 3
         for t in range(4):
             total = int(acc[o][t])
-            if owner >= 1:
+            if owner >= 1 and not flags[o][0]:
                 total += from_n[n]
                 n += 1
-            if owner <= 1:
+            if owner <= 1 and not flags[o][1]:
                 total += from_s[s]
                 s += 1
             if owner == 1 and not raw:
@@ -600,3 +613,4 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed):
                 want_sent.append((color, total & 0xFFFFFFFF))
     assert sent == want_sent
     assert y == want_y
+    assert not quiet or any(any(f) for f in flags.values())

@@ -430,3 +430,59 @@ def test_raw_carriage_return_sends_the_owners_totals_on_out():
     # owner row 1 (3 % 2), slot 1 would be outside Y: no error for a raw CR
     assert out[C.out] == u32([900000005, -900000005]) and not m.error and not m.y.any()
     assert m.counters["overflow"] == 0
+
+
+# Carriage return flags (isa.CrArg) ----------------------------------------------------------------
+
+def test_builders_encode_the_carriage_return_flags():
+    p = CoreParams()
+    base = ControlOp.CR.value << 28 | 7
+    assert cr(p, 7, quiet_n=True) == raw(base | 1 << 25, C.weight, 1)
+    assert cr(p, 7, quiet_s=True) == raw(base | 1 << 26, C.weight, 1)
+    assert cr(p, 7, skip=True) == raw(base | 1 << 27, C.weight, 1)
+    assert cr(p, isa.MAX_O, raw=True, quiet_n=1, quiet_s=1, skip=1) == raw(
+        ControlOp.CR_OUT.value << 28 | (1 << 28) - 1, C.weight, 1)
+    assert isa.CR_ARG.unpack(isa.cr_data(5, quiet_s=True) & isa.MAX_ARG) == {
+        "o": 5, "quiet_n": 0, "quiet_s": 1, "skip": 0}
+
+
+@pytest.mark.parametrize("quiet_n, quiet_s", [(True, False), (False, True), (True, True)])
+def test_quiet_sides_take_no_psums(quiet_n, quiet_s):
+    """Row 1 of 3 owns output 4: without flags it takes both sides' psums; a quiet side
+    gives none (and none are left unused)."""
+    p, m = core(n_feat=1, n_tok=2, n_out=2, row=1, rows=3)
+    psums = {}
+    if not quiet_n:
+        psums["psum_from_n"] = [256, 512]
+    if not quiet_s:
+        psums["psum_from_s"] = [1024, -2048]
+    m.run([*loaded(p, [1, 2]), weight(p, 256, 0), cr(p, 4, quiet_n=quiet_n, quiet_s=quiet_s)],
+          **psums)
+    want = np.array([256, 512]) + sum(np.array(v) for v in psums.values())
+    assert m.y[1].tolist() == (want // 256).tolist()
+    assert all(not q for q in m._psums.values())
+
+
+@pytest.mark.parametrize("row, raw_cr", [(0, False), (1, False), (1, True), (2, False)])
+def test_skip_hands_nothing_over_and_resets_the_gate(row, raw_cr):
+    """A CR with ``skip`` sends nothing, takes no psums, writes no ``Y``, costs no busy cycle
+    and resets the gate; the accumulators carry into the next output."""
+    p, m = core(n_feat=1, n_tok=2, n_out=2, row=row, rows=3, lanes=2)
+    out = m.run([*loaded(p, [1, 2]), weight(p, 256, 0), mask(p, 0, 0b01),
+                 cr(p, 4, raw=raw_cr, skip=True)])
+    assert all(v == [] for v in out.values()) and not m.y.any() and not m.error
+    assert m.acc.tolist() == [256, 512] and m.gate.all()
+    assert m.counters["busy_cycles"] == 3 + 1 + 1 and m.counters["wavelets_out"] == 0
+    out = m.run([weight(p, 256, 0), cr(p, 3 + row, raw=True, quiet_n=True, quiet_s=True)])
+    assert out[C.out] == [512, 1024] and not m.acc.any()
+
+
+def test_a_dropped_carriage_return_stays_dropped_with_skip():
+    """The result-slot check comes first: this row's CR outside ``Y`` is an error, flags or
+    not (the gate stays, a busy cycle); a CR_OUT there with skip is no error."""
+    p, m = core(n_feat=1, n_tok=2, n_out=1, row=1, rows=2)
+    m.run([*loaded(p, [1, 2]), mask(p, 0, 0), cr(p, 3, skip=True)])
+    assert m.counters["errors"] == 1 and not m.gate.any()
+    assert m.counters["busy_cycles"] == 3 + 1 + 1
+    m.run([cr(p, 3, raw=True, skip=True)])
+    assert m.counters["errors"] == 1 and m.gate.all()
