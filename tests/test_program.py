@@ -11,6 +11,7 @@ from wse.fabric.placement import Placement
 from wse.fabric.program import MAX_READ, GemmProgram
 from wse.fabric.tiling import SparseRows
 from wse.rtl.core_params import Y_BASE
+from wse.rtl.isa import CR_ARG
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import CONTROL, ControlOp, pack, unpack
 
@@ -250,7 +251,7 @@ def test_weight_wavelets_match_the_pe_builders():
                         spans=False).streams[1][0] == cr(p, 0, raw=True)
     # with spans: output 0 (weights in row 0 only) is owned by row 0 and row 1 gets no CR for
     # it; output 1 (both rows) is owned by one of them, the other sends its psums on
-    spanned = compile_gemm(CFG, W, balance=False)
+    spanned = compile_gemm(CFG, W, balance=False, spans=True)
     assert spanned.out_placement == Placement(2, [0, 1], [0, 0])
     assert spanned.streams[0] == [weight(p, -5, 0), weight(p, 32767, 1), cr(p, 0, quiet_s=True),
                                   weight(p, 1, 1), cr(p, 1)]
@@ -552,3 +553,81 @@ def test_a_large_layer_compiles():
     prog = compile_gemm(config, W)
     assert prog.nnz == np.count_nonzero(W)
     assert sum(prog.stream_lengths) == prog.nnz + 512 * 4
+
+
+# Partial sums: only the rows an output needs ------------------------------------------------------
+
+def _spans_by_hand(program):
+    """``{(o, r): (quiet_n, quiet_s)}`` for every row ``r`` that takes part in output ``o``, with
+    plain loops over ``docs/mesh.md``'s rule."""
+    R = program.config.rows
+    W = program.W if not program.zeros else np.ones_like(program.W)
+    part = {}
+    for o in range(program.n_out):
+        rows = {int(program.in_placement.row_of[i]) for i in np.flatnonzero(W[o])}
+        if program.mask is not None and not program.mask[o].any():
+            rows = set()
+        owner = int(program.out_placement.row_of[o])
+        if rows:
+            assert min(rows) <= owner <= max(rows), (o, rows, owner)
+        runs = [r == owner or (r < owner and any(s <= r for s in rows))
+                or (r > owner and any(s >= r for s in rows)) for r in range(R)]
+        for r in range(R):
+            if runs[r]:
+                part[(o, r)] = (0 < r <= owner and not runs[r - 1],
+                                owner <= r < R - 1 and not runs[r + 1])
+    return part
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_row_gets_a_cr_only_for_the_outputs_it_takes_part_in(seed):
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(2, 6))
+    config = MeshConfig(rows=rows, cols=2, n_feat=16, n_tok=4, n_out=16)
+    n_out, n_in = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    W = sparse(rng, (n_out, n_in), float(rng.choice([0.02, 0.1, 0.5])), -32768, 32767)
+    mask = rng.random((n_out, 8)) < 0.3 if seed % 3 == 2 else None
+    prog = compile_gemm(config, W, n_tokens=8, raw=bool(seed % 2), mask=mask, spans=True)
+    want = _spans_by_hand(prog)
+    by_arg = {int(a): o for o, a in enumerate(prog.cr_args())}
+    got = {}
+    for r in range(rows):
+        for _kind, _, arg in (w for w in decoded(prog.streams[r]) if w[0] in ("CR", "CR_OUT")):
+            fields = CR_ARG.unpack(arg)
+            o = by_arg[int(fields["o"])]
+            assert (o, r) not in got and not fields["skip"]
+            got[(o, r)] = (bool(fields["quiet_n"]), bool(fields["quiet_s"]))
+    assert got == want
+    # the outputs whose weights lie in two rows or more come grouped by owner
+    chained = [o for o in prog.output_order.tolist()
+               if len({r for (p, r) in want if p == o}) > 1]
+    owners = prog.out_placement.row_of[chained].tolist()
+    assert owners == sorted(owners)
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_spans_compute_what_every_row_reducing_computes(raw):
+    """The wavelet-level golden model (every core's commands, the psums it waits for) runs both
+    programs to the same results, equal to the reference."""
+    from wse.fabric.mesh_model import MeshModel, gemm_reference
+
+    rng = np.random.default_rng(3)
+    config = MeshConfig(rows=4, cols=2, n_feat=16, n_tok=4, n_out=16)
+    W = sparse(rng, (40, 50), 0.03, -300, 300)
+    X = rng.integers(-300, 300, (50, 8))
+    results = []
+    for spans in (True, False):
+        prog = compile_gemm(config, W, X, raw=raw, spans=spans)
+        mesh = MeshModel(config)
+        results.append(mesh.run_program(prog, X))
+        np.testing.assert_array_equal(results[-1], gemm_reference(config, prog, X)[int(raw)])
+    np.testing.assert_array_equal(*results)
+    assert sum(map(len, compile_gemm(config, W, X, raw=raw).streams.values())) < sum(
+        map(len, compile_gemm(config, W, X, raw=raw, spans=False).streams.values()))
+
+
+def test_spans_are_chosen_when_a_quarter_of_the_rows_have_no_part():
+    rng = np.random.default_rng(5)
+    config = MeshConfig(rows=4, cols=2, n_feat=16, n_tok=4, n_out=16)
+    assert compile_gemm(config, sparse(rng, (40, 60), 0.02, 1, 9)).spans
+    assert not compile_gemm(config, sparse(rng, (40, 60), 0.5, 1, 9)).spans
