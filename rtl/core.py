@@ -42,14 +42,15 @@ class Core(wiring.Component):
     16 gate bits in a cycle. A CR (its output feature split by a
     :class:`~rtl.core_rows.RowSplit`, no divider) hands the active buffer of the
     :class:`~rtl.core_acc.AccBuffers` to the :class:`~rtl.psum.PsumEngine`, switches to the
-    next (zeroed) buffer and sets every gate bit again. The counters are a
+    next (zeroed) buffer and sets every gate bit again; one with ``skip`` (``CrArg``) only sets
+    the gate bits: no buffer, so it never waits for one. The counters are a
     :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder, or two), read by the READ
     engine.
 
     Latency: an AXPY's last accumulation lands 2 cycles after its last issue. Throughput: one
     command per cycle, an AXPY in ``max(1, max over banks of nonzero gated tokens)`` cycles. A CR
-    waits (stall cycles) while the engine is busy with the previous one; a READ waits until the
-    MACs and the engine are idle, so it sees every earlier command's effect.
+    (not a ``skip``) waits (stall cycles) while every other buffer waits for the engine; a READ
+    waits until the MACs and the engine are idle, so it sees every earlier command's effect.
 
     Bad input (``docs/pe.md``: a slot outside ``X``, a LOAD or READ outside the map, an unknown
     opcode, a wavelet of a foreign color, a CR for a result slot outside ``Y``, a MASK of a
