@@ -213,7 +213,9 @@ class InputSorter(wiring.Component):
             ahead.hand.eq(is_cr & ok & ~cr_arg.skip), ahead.free.eq(is_cr & ok & cr_arg.skip),
         ]
         row = self.strap.row if self.straps else p.row
-        m.d.comb += ok.eq(ahead.job.raw | (ahead.job.owner != row)
+        # from the sources, not read back from ``ahead`` (one vector with ``hand`` and ``free``,
+        # which depend on ``ok``: Verilator would see a combinational loop through it)
+        m.d.comb += ok.eq((op == ControlOp.CR_OUT.value) | (split.owner != row)
                           | below(o, p.n_out * p.rows))               # o // rows < n_out
         held, weight = cmdq.w_held, data.View(WeightPayload, self.i.payload.data)
         dropped = ((~is_cmd & ~is_weight)                                      # foreign

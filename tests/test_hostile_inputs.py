@@ -635,3 +635,73 @@ def test_ray_at_an_address_where_no_one_listens_fails_at_once(tmp_path, address)
         run.stderr
     assert "no Ray cluster" in errors[0] or "port must be in 1..65535" in errors[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# -- the exported mesh under stock Verilator ----------------------------------------------------
+
+#: A cocotb test of the exported mesh: out of reset it is idle and raises no error.
+STOCK_SMOKE = '''
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+
+@cocotb.test()
+async def idle_after_reset(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    dut.rst.value = 1
+    dut.s_axis_w0_tvalid.value = 0
+    dut.m_axis_s0_tready.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 20)
+    await RisingEdge(dut.clk)
+    assert int(dut.idle.value) == 1 and int(dut.error.value) == 0
+'''
+
+
+def test_the_exported_mesh_verilates_with_stock_flags(tmp_path):
+    import yaml
+
+    from wse.sim import toolchain
+
+    toolchain.setup()
+    result = CliRunner().invoke(main, ["export", "--mesh", "1x1", "-o",
+                                       str(tmp_path / "mesh.v")])
+    assert result.exit_code == 0, result.output
+    # what cocotb's runner does, with no flag of the project's (the .vlt only)
+    run = subprocess.run(["verilator", "--cc", "--vpi", "--public-flat-rw", "--top-module",
+                          "wse_mesh", "mesh.vlt", "mesh.v", "-Mdir", "cc"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "%Warning" not in run.stderr, run.stderr[-3000:]
+    core = yaml.safe_load((tmp_path / "mesh.core").read_text())
+    sim = core["targets"]["sim"]
+    assert sim["toplevel"] == "wse_mesh" and sim["filesets"] == ["rtl"]
+    assert sim["tools"]["verilator"]["mode"] == "cc"
+    assert "verilator_options" not in sim["tools"]["verilator"]
+
+
+@pytest.mark.slow
+def test_the_exported_mesh_runs_under_cocotb_with_stock_flags(tmp_path):
+    import os
+
+    from cocotb_tools.runner import get_runner
+
+    from wse.sim import toolchain
+
+    toolchain.setup()
+    result = CliRunner().invoke(main, ["export", "--mesh", "1x1", "-o",
+                                       str(tmp_path / "mesh.v")])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "stock_smoke.py").write_text(STOCK_SMOKE)
+    runner = get_runner("verilator")
+    runner.build(sources=[tmp_path / "mesh.vlt", tmp_path / "mesh.v"], hdl_toplevel="wse_mesh",
+                 build_dir=tmp_path / "build", timescale=("1ns", "1ps"),
+                 log_file=tmp_path / "build.log")
+    xml = tmp_path / "results.xml"
+    runner.test(test_module="stock_smoke", hdl_toplevel="wse_mesh", test_dir=tmp_path,
+                build_dir=tmp_path / "build", results_xml=str(xml),
+                extra_env={"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+                log_file=tmp_path / "sim.log")
+    text = xml.read_text()
+    assert "idle_after_reset" in text and "<failure" not in text and "<error" not in text, text
