@@ -11,7 +11,7 @@ own proofs guarantee:
   teardown), and the queue of each color is an arbitrary constant;
 - ``enable`` (the route state's walk done) is free;
 - ``served`` is any subset of ``request`` in every cycle (the allocator grants only requesters,
-  ``formal/arbiter.py``; the output registers take what they are granted), or exactly
+  ``tests/formal/arbiter.py``; the output registers take what they are granted), or exactly
   ``request`` (``ready=True``: every output free and granting, for the progress bound).
 
 Data is narrowed to ``data_bits`` bits (the rest zero; the input never looks at the data of a
