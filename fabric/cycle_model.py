@@ -42,14 +42,15 @@ ENGINE_EXTRA = 2
 #: an idle mesh.
 FILL, DRAIN = 4, 4
 
-#: Edge transfers (``docs/mesh.md``, "Edge transfers"), fitted to the RTL on 1x4, 4x1, 2x3, 3x2
-#: and 4x4 meshes and exact on each: a load ends ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after
-#: its longest row stream has entered (the last LOAD crossing the row, a hop every 2 cycles, and
-#: the ramp, command FIFO and dispatcher of the last core); a read ends when the slowest of two
-#: resources is done: a core sends a word every ``READ_WORD`` cycles, an outlet takes one a
-#: cycle from every row of its column.
+#: Edge transfers (``docs/mesh.md``, "Edge transfers"), fitted to the RTL on 1x2, 2x1, 1x4, 4x1,
+#: 2x2, 2x3, 3x2, 3x3 and 4x4 meshes and exact on each: a load ends ``LOAD_HOP * cols +
+#: LOAD_EXTRA`` cycles after its longest row stream has entered (the last LOAD crossing the row,
+#: a hop every 2 cycles, and the ramp, command FIFO and dispatcher of the last core); a read ends
+#: when the slower of two resources is done: a core sends a word every ``READ_WORD`` cycles, an
+#: outlet takes one a cycle from every row of its column; then the last word crosses the rows
+#: below, ``READ_HOP`` cycles each.
 LOAD_HOP, LOAD_EXTRA = 2, 2
-READ_WORD, READ_CORE_EXTRA, READ_OUTLET_EXTRA, READ_HOP = 2, 12, 7, 2
+READ_WORD, READ_CORE_EXTRA, READ_OUTLET_EXTRA, READ_HOP = 2, 3, 7, 2
 
 
 class CycleModel:
@@ -231,9 +232,9 @@ def predict_read_cycles(program):
     """The modelled cycles of ``program``'s read exchanges (:meth:`~fabric.program.GemmProgram.
     read_streams`; 0 for a raw program, whose totals leave during the compute phase). Each
     exchange (a READ group) ends when its busiest core has sent its ``w`` words, a word every
-    ``READ_WORD`` cycles, or when the outlets have taken the words of every row of the group,
-    one a cycle, whichever is later; the last word then crosses the rows below the lowest
-    reading row to the outlet."""
+    ``READ_WORD`` cycles, and the last has crossed the rows below it, or when the outlets have
+    taken the words of every row of the group, one a cycle, and the last has crossed the rows
+    below the lowest reading row, whichever is later."""
     if program.raw:
         return 0
     cfg = program.config
@@ -241,10 +242,12 @@ def predict_read_cycles(program):
     total = 0
     for rows in program._read_groups():
         words = [int(slots[r]) * cfg.n_tok for r in rows]
-        below = cfg.rows - 1 - max(rows)
-        core = READ_WORD * max(words) + 1 + READ_WORD * cfg.cols + READ_CORE_EXTRA
-        outlet = sum(words) + 4 * cfg.cols + READ_OUTLET_EXTRA
-        total += max(core, outlet) + READ_HOP * below
+        # the busiest core's last word crosses the rows below it; the outlets' last word, the
+        # rows below the lowest reading one
+        core = max(READ_WORD * w + READ_HOP * (cfg.rows - r) for r, w in zip(rows, words))
+        core += 2 * READ_HOP * cfg.cols + READ_CORE_EXTRA
+        outlet = sum(words) + 2 * READ_HOP * cfg.cols + READ_OUTLET_EXTRA
+        total += max(core, outlet + READ_HOP * (cfg.rows - 1 - max(rows)))
     return total
 
 

@@ -21,7 +21,8 @@ BENCH_KEYS = {
     "cycles", "model_cycles", "ideal_cycles", "dense_cycles", "speedup_vs_dense", "ideal_speedup",
     "zeros_streamed_cycles", "utilisation", "psum_overhead_cycles_per_output", "bit_exact",
     "macs_issued", "macs_skipped_weight", "macs_skipped_act", "nnz", "mesh", "shape",
-    "sparsity", "act_sparsity", "backend", "format", "limits",
+    "sparsity", "act_sparsity", "backend", "format", "limits", "compute_cycles", "io_cycles",
+    "model_io_cycles", "speedup_with_io",
 }
 SMALL = ["--mesh", "2x2", "--out-features", "12", "--in-features", "10", "--tokens", "6"]
 
@@ -186,6 +187,8 @@ def test_bench_gemm_golden_json():
     assert figures["nnz"] == 30 and figures["shape"] == "12x10x6" and figures["mesh"] == "2x2"
     assert figures["ideal_speedup"] == 4.0
     assert figures["macs_skipped_weight"] == 0
+    assert figures["io_cycles"] is None and figures["speedup_with_io"] is None
+    assert figures["model_io_cycles"] > 0
 
 
 def test_bench_gemm_sweep_writes_plot_and_json(tmp_path):
@@ -231,6 +234,10 @@ def test_bench_gemm_verilator(figure):
     assert figures["bit_exact"] is True
     assert 0 < figures["utilisation"] <= 1
     assert figures["cycles"] < min(figures["dense_cycles"], figures["zeros_streamed_cycles"])
+    # every cycle counted: the load of X and the read of Y, as the io model predicts them
+    assert figures["compute_cycles"] == figures["cycles"]
+    assert figures["io_cycles"] == figures["model_io_cycles"] > 0
+    assert 1 < figures["speedup_with_io"] < figures["speedup_vs_dense"]
     figure(f"wse bench gemm 2x2 16x16x16 s=0.9 verilator: {figures['cycles']} cycles (ideal "
            f"{figures['ideal_cycles']}, dense {figures['dense_cycles']}, zeros streamed "
            f"{figures['zeros_streamed_cycles']}), utilisation {figures['utilisation']}; "

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.xdist_group("compiled")
 
 
 @pytest.mark.parametrize("config", [MESH_2X3, MeshConfig(3, 2, n_feat=8, n_tok=2, n_out=8),
-                                    MeshConfig(1, 4, n_feat=8, n_tok=4, n_out=8)],
-                         ids=["2x3", "3x2", "1x4"])
+                                    MeshConfig(1, 4, n_feat=8, n_tok=4, n_out=8),
+                                    MeshConfig(2, 2, n_feat=8, n_tok=8, n_out=8)],
+                         ids=["2x3", "3x2", "1x4", "2x2"])
 def test_the_io_model_counts_the_rtls_load_and_read_cycles(config, figure):
     rng = np.random.default_rng(21)
     loads = reads = 0
