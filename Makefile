@@ -57,6 +57,8 @@ ifneq ($(RUN),0)
 	$(PYTHON) -m wse.bench.router_queues --json | $(call save,router_queues.json)
 	wse bench gemm --sweep --out $(RESULTS)
 	wse bench gemm --format bf16 --json | $(call save,gemm_bf16.json)
+	wse bench gemm --out-features 256 --in-features 256 --sparsity 0.99 --json \
+	    | $(call save,gemm_256_s99.json)
 	wse train --steps 3 --json | $(call save,train_steps3.json)
 	wse train --backend verilator --steps 3 --check-golden --json \
 	    | $(call save,train_rtl.json)
@@ -69,6 +71,8 @@ ifneq ($(RUN),0)
 	wse train --format bf16 --systems 2 --json | $(call save,train_bf16_systems2.json)
 	wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json \
 	    | $(call save,train_capacity.json)
+	wse train --hidden 512,512 --sparsity 0.9 --prune random --steps 30 --json \
+	    | $(call save,train_sparse512.json)
 	rm -rf build/results/train
 	wse train --out build/results/train >/dev/null
 	cp build/results/train/report.json $(RESULTS)/train.json

@@ -16,6 +16,7 @@ SOURCES = {
     "router_queues": "python -m wse.bench.router_queues --json",
     "gemm_sweep": "wse bench gemm --sweep",
     "gemm_bf16": "wse bench gemm --format bf16 --json",
+    "gemm_256_s99": "wse bench gemm --out-features 256 --in-features 256 --sparsity 0.99 --json",
     "train": "wse train --out DIR (DIR/report.json)",
     "train_bf16": "wse train --format bf16 --json",
     "train_bf16_systems2": "wse train --format bf16 --systems 2 --json",
@@ -26,6 +27,8 @@ SOURCES = {
     "train_rtl_full": "wse train --backend verilator --json",
     "sim": "wse bench sim --mesh 2x2 --mesh 4x4 --mesh 8x8 --mesh 16x16 --json",
     "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
+    "train_sparse512": "wse train --hidden 512,512 --sparsity 0.9 --prune random --steps 30 "
+                       "--json",
 }
 
 
@@ -153,6 +156,13 @@ FIGURES = {
     "gemm.s90.limits": (lambda r: _gemm_point(r, .9)["limits"], "{}"),
     "gemm.s99.speedup": (lambda r: _gemm_point(r, .99)["speedup_vs_dense"], "{:.0f}x"),
     "gemm.s99.cycles": (lambda r: _gemm_point(r, .99)["cycles"], "{}"),
+    "gemm_256_s99.cycles": (lambda r: r["gemm_256_s99"]["cycles"], "{:,}"),
+    "gemm_256_s99.model_cycles": (lambda r: r["gemm_256_s99"]["model_cycles"], "{:,}"),
+    "gemm_256_s99.dense_cycles": (lambda r: r["gemm_256_s99"]["dense_cycles"], "{:,}"),
+    "gemm_256_s99.speedup": (lambda r: r["gemm_256_s99"]["speedup_vs_dense"], "{:.1f}x"),
+    "gemm_256_s99.ideal_speedup": (lambda r: r["gemm_256_s99"]["ideal_speedup"], "{:.0f}x"),
+    "gemm_256_s99.bit_exact": (lambda r: r["gemm_256_s99"]["bit_exact"],
+                               lambda v: "yes" if v else "**NO**"),
     "gemm.model_error": (_model_error, "{:.1%}"),
     "gemm_bf16.cycles": (lambda r: r["gemm_bf16"]["cycles"], "{}"),
     "gemm_bf16.dense_cycles": (lambda r: r["gemm_bf16"]["dense_cycles"], "{}"),
@@ -174,6 +184,18 @@ FIGURES = {
     "train.mesh_cycles": (lambda r: r["train"]["mesh_cycles"], "{:,}"),
     "train.dense_cycles": (lambda r: r["train"]["dense_cycles"], "{:,}"),
     "train.speedup": (lambda r: r["train"]["speedup_vs_dense"], "{:.2f}x"),
+    "train.io_cycles": (lambda r: r["train"]["io_cycles"], "{:,}"),
+    "train.ideal_speedup": (lambda r: r["train"]["ideal_speedup"], "{:.2f}x"),
+    "train.speedup_share": (lambda r: r["train"]["speedup_vs_dense"]
+                            / r["train"]["ideal_speedup"], "{:.0%}"),
+    # wse train --hidden 512,512 --sparsity 0.9 --prune random --steps 30
+    "train_sparse512.speedup": (lambda r: r["train_sparse512"]["speedup_vs_dense"], "{:.2f}x"),
+    "train_sparse512.ideal_speedup": (lambda r: r["train_sparse512"]["ideal_speedup"],
+                                      "{:.2f}x"),
+    "train_sparse512.io_share": (lambda r: r["train_sparse512"]["io_cycles"]
+                                 / r["train_sparse512"]["mesh_cycles"], "{:.0%}"),
+    "train_sparse512.test_accuracy": (lambda r: r["train_sparse512"]["test_accuracy"],
+                                      "{:.3f}"),
     "train.late_steps": (_late_range, "{}"),
     "train.late_mesh_cycles": (lambda r: _late_steps(r, "mesh_cycles"), "{:,.0f}"),
     "train.late_dense_cycles": (lambda r: _late_steps(r, "dense_cycles"), "{:,.0f}"),
@@ -250,10 +272,11 @@ def _gemm_sweep_table(r):
         rows.append((bold(_g(p["sparsity"])), p["nnz"], bold(p["cycles"]), p["model_cycles"],
                      p["zeros_streamed_cycles"], bold(f"{p['speedup_vs_dense']:.2f}"),
                      _g(p["ideal_speedup"]), bold(f"{p['utilisation']:.2f}"),
-                     f"{p['psum_overhead_cycles_per_output']:.2f}",
-                     "yes" if p["bit_exact"] else "**NO**"))
+                     f"{p['psum_overhead_cycles_per_output']:.2f}", p["io_cycles"],
+                     f"{p['speedup_with_io']:.2f}", "yes" if p["bit_exact"] else "**NO**"))
     return _table(("sparsity", "nonzeros", "cycles", "model", "zeros streamed",
-                   "speedup vs dense", "ideal 1/(1-s)", "utilisation", "psum overhead / output",
+                   "speedup vs dense", "ideal (useful MACs)", "utilisation",
+                   "psum overhead / output", "load + read", "speedup with load + read",
                    "bit-exact"), rows)
 
 
@@ -281,7 +304,10 @@ _TRAIN_ROWS = (
     ("hidden-layer sparsity", "{train.weight_sparsity}"),
     ("training time", "**{train.seconds}**"),
     ("mesh cycles, all steps ({train.cycles_source})", "{train.mesh_cycles}"),
+    ("&nbsp;&nbsp;of which edge transfers (activations in, results out)", "{train.io_cycles}"),
     ("dense-equivalent cycles", "{train.dense_cycles} ({train.speedup})"),
+    ("ideal speedup (dense over sparse useful MACs)",
+     "{train.ideal_speedup} ({train.speedup_share} of it reached)"),
     ("per step once pruned (steps {train.late_steps})",
      "{train.late_mesh_cycles} against {train.late_dense_cycles} dense ({train.late_speedup})"),
     ("&nbsp;&nbsp;forward pass", "{train.late_forward}"),
@@ -302,6 +328,27 @@ def _train_table(r):
     def fill(template):
         return _FIELD.sub(lambda m: format_figure(m[1], r), template)
     return _table(("figure", "value"), [(fill(label), fill(value)) for label, value in _TRAIN_ROWS])
+
+
+def _train_passes_table(r):
+    """Per pass of the two whole runs: sparse cycles (of them edge transfers), dense cycles,
+    the speedup, and each pass's share of the sparse run."""
+    rows = []
+    for label, name in (("64-64-10, gradual pruning to 90 %", "train"),
+                        ("64-512-512-10, 90 % random", "train_sparse512")):
+        run = r[name]
+        for p in ("forward", "delta", "gradient"):
+            mesh, io = run["cycles_by_pass"][p], run["io_cycles_by_pass"][p]
+            dense = run["dense_cycles_by_pass"][p]
+            rows.append((label if p == "forward" else "", p, f"{mesh:,}", f"{io:,}",
+                         f"{dense:,}", f"{dense / mesh:.2f}x", f"{mesh / run['mesh_cycles']:.0%}"))
+        rows.append(("", "**whole run**", f"**{run['mesh_cycles']:,}**",
+                     f"{run['io_cycles']:,}", f"{run['dense_cycles']:,}",
+                     f"**{run['speedup_vs_dense']:.2f}x** (ideal {run['ideal_speedup']:.2f}x)",
+                     "100%"))
+    return _table(("run", "pass", "sparse cycles", "of them edge transfers", "dense cycles",
+                   "speedup", "share of the run"), rows,
+                  ["---", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
 def _train_formats_table(r):
@@ -326,6 +373,7 @@ BLOCKS = {
     "gemm_sweep.table": _gemm_sweep_table,
     "train.table": _train_table,
     "train_formats.table": _train_formats_table,
+    "train_passes.table": _train_passes_table,
     "sim.table": _sim_table,
 }
 
