@@ -82,7 +82,8 @@ COVERS = [
     Check("cover_router_input", "RouterInput: multicast pair out in order, a tracked drop, "
           "both queued", lambda mod: RouterInputSpec(mod), "router_input", "cover",
           INPUT_DEPTH, {"flatten_memories": True}),
-    Check("cover_router", "Router: drops counted, the counter saturated",
+    Check("cover_router", "Router: tracked multicast pair out in order, drops counted, "
+          "the counter saturated",
           lambda mod: RouterSpec(mod, checks=("drops",)), "router", "cover", ROUTER_DEPTH,
           {"flatten_memories": True}),
 ]

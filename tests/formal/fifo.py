@@ -12,8 +12,9 @@ takes) the solver can pick:
   ``held`` when it is the head), ``a1`` before ``a2``: nothing lost, invented, or reordered.
 
 By k-induction: the spec also asserts helper invariants that tie the FIFO's pointers and
-storage to the model (white-box: the pointers read by name, the storage through a read port of
-the spec's own), so that every state the induction starts from is one the FIFO can reach.
+storage to the model (white-box: the pointers found as what drives the memory ports' addresses,
+the storage through a read port of the spec's own), so that every state the induction starts
+from is one the FIFO can reach.
 """
 
 from amaranth.asserts import AnyConst, AnySeq
