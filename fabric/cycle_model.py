@@ -27,6 +27,7 @@ outlets).
 
 import numpy as np
 
+from .placement import Placement
 from .program import GemmProgram
 
 __all__ = ["CycleModel", "predict_cycles", "predict_dense_cycles", "predict_unmasked_cycles",
@@ -135,9 +136,9 @@ class CycleModel:
         neighbours take no psum from it."""
         cfg = program.config
         R, n_tok, n_buf = cfg.rows, cfg.n_tok, self.acc_buffers
-        order = program.output_order
-        owners = program.out_placement.row_of[order].tolist()
-        skips, quiet_n, quiet_s = (flags[order].tolist() for flags in program.cr_flags())
+        order, owners, flags = self._schedule(program)
+        owners = owners[order].tolist()
+        skips, quiet_n, quiet_s = (f[order].tolist() for f in flags)
         n = program.n_out
         per_output = costs.T.tolist()                 # per_output[k][r]
         t = [FILL] * R                                # each row's dispatcher clock
@@ -180,6 +181,14 @@ class CycleModel:
         return cycles, np.array(busy, dtype=np.int64), np.array(stall, dtype=np.int64)
 
 
+    def _schedule(self, program):
+        """``(order, owners, (skip, quiet_n, quiet_s))``: the stream order of the outputs, their
+        owner rows and each row's CR flags."""
+        unmasked = program.mask is not None and not self.masked
+        return (program.output_order, program.out_placement.row_of,
+                program.cr_flags(unmasked=unmasked))
+
+
 def predict_cycles(program, X=None):
     """The modelled compute-phase cycles of ``program`` on its mesh."""
     return CycleModel(program, X).cycles
@@ -189,7 +198,20 @@ class _EveryWeight(CycleModel):
     """:class:`CycleModel` of a program's GEMM with every weight present, without compiling it:
     every output of a row costs the same, the sum of the AXPYs of that row's features, placed as
     :func:`~fabric.compiler.compile_gemm` places a ``W`` without zeros (balanced over equal
-    counts: feature ``i`` at row ``i % rows``); the outputs keep the program's placement."""
+    counts: feature ``i`` at row ``i % rows``). The outputs keep the program's placement, unless
+    it was chosen by the spans of the sparse weights: a dense ``W`` has a weight of every output
+    in every row, so it gets the plain placement (``modulo``, grouped by owner) and every row
+    reduces every output."""
+
+    def _schedule(self, program):
+        placement = program.out_placement
+        if placement.kind == "spanning":
+            cfg = program.config
+            among = cfg.plan.raw_rows() if program.raw and cfg.plan.raw_rows() != list(
+                range(cfg.rows)) else None
+            placement = Placement.modulo(program.n_out, cfg.rows, among=among)
+        none = np.zeros((program.n_out, program.config.rows), dtype=bool)
+        return np.argsort(placement.row_of, kind="stable"), placement.row_of, (none,) * 3
 
     def _costs(self, program, X):
         cfg = program.config

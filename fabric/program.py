@@ -141,31 +141,33 @@ class GemmProgram:
         """The carriage return argument of each output: ``slot_out * rows + row_out``."""
         return self.out_placement.slot_of * self.config.rows + self.out_placement.row_of
 
-    def weight_rows(self):
+    def weight_rows(self, *, unmasked=False):
         """``(n_out, rows)`` bool: whether row ``r``'s stream carries a weight of output ``o``
-        (a zero one too, with ``zeros``; none of an output a mask gates off everywhere)."""
+        (a zero one too, with ``zeros``; none of an output a mask gates off everywhere, unless
+        ``unmasked``: the same program without its mask)."""
         cfg = self.config
         has = np.zeros((self.n_out, cfg.rows), dtype=bool)
         if self.zeros:
             has[:, np.unique(self.in_placement.row_of)] = True
         else:
             has[self.weights.rows, self.in_placement.row_of[self.weights.indices]] = True
-        if self.mask is not None:
+        if self.mask is not None and not unmasked:
             has &= self.streamed_outputs[:, None]
         return has
 
-    def cr_flags(self):
+    def cr_flags(self, *, unmasked=False):
         """``(skip, quiet_n, quiet_s)``, each ``(n_out, rows)`` bool, the flags of the CR each
         row gets for each output (``docs/mesh.md``, "Partial sums"): a row runs its
         partial-sum engine for an output when it owns it or when a row at or beyond it, on its
         side of the owner, holds a weight of it; every other row skips (it has no weight of
         the output, so its accumulators are zero); a row takes no psum from a neighbour that
-        skips. All False with ``spans=False``: every row runs every output."""
+        skips. All False with ``spans=False``: every row runs every output. ``unmasked``: the
+        flags of the same program without its mask (the cycle model's dense figure)."""
         cfg = self.config
         off = np.zeros((self.n_out, cfg.rows), dtype=bool)
         if not self.spans:
             return off, off.copy(), off.copy()
-        has = self.weight_rows()
+        has = self.weight_rows(unmasked=unmasked)
         owner = self.out_placement.row_of[:, None]
         r = np.arange(cfg.rows)[None, :]
         from_top = np.logical_or.accumulate(has, axis=1)

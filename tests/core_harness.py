@@ -71,8 +71,9 @@ def run_core(params, commands, *psum_lists, cycles=20000, ready=lambda cycle: Tr
         op, arg = int(control["op"]), int(control["arg"])
         if op == ControlOp.READ.value:
             return int(READ_ARG.unpack(arg)["len"])
-        owner = int(CR_ARG.unpack(arg)["o"]) % params.rows
-        if op == ControlOp.CR_OUT.value and owner == params.row:
+        fields = CR_ARG.unpack(arg)
+        owner = int(fields["o"]) % params.rows
+        if op == ControlOp.CR_OUT.value and owner == params.row and not fields["skip"]:
             return params.n_tok
         return 0
 

@@ -85,7 +85,7 @@ def test_fields_own_their_bits_and_nothing_else(layout, codec):
     (isa.READ_ARG, {"len": 4096}, "ReadArg.len must fit in 12 bits, not 4096"),
     (isa.READ_ARG, {"addr": np.array([3, 70000], dtype=np.uint64)},
      "ReadArg.addr must fit in 16 bits, not 70000"),
-    (isa.CR_ARG, {"o": 1 << 28}, "CrArg.o must fit in 28 bits, not 268435456"),
+    (isa.CR_ARG, {"o": 1 << 25}, "CrArg.o must fit in 25 bits, not 33554432"),
     (isa.CR_ENTRY, {"raw": 2}, "CrEntry.raw must fit in 1 bits, not 2"),
     (isa.ROUTE_STRAP, {"tx": 32}, "RouteStrap.tx must fit in 5 bits, not 32"),
     (isa.core_strap_codec(3), {"row": 4}, "CoreStrap.row must fit in 2 bits, not 4"),
@@ -100,7 +100,7 @@ def test_out_of_range_values_name_the_field(codec, fields, message):
 def test_builders_raise_naming_the_field():
     with pytest.raises(ValueError, match=r"^ReadArg\.len must fit in 12 bits, not 5000$"):
         isa.read_data(0, 5000)
-    with pytest.raises(ValueError, match=r"^CrArg\.o must fit in 28 bits, not -1$"):
+    with pytest.raises(ValueError, match=r"^CrArg\.o must fit in 25 bits, not -1$"):
         isa.cr_data(-1)
 
 
