@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 
 from wse.rtl.core_params import CoreParams
 from wse.rtl.crossbar import MUXES
+from wse.rtl.isa import MAX_O
 from wse.rtl.numfmt import BFloat16, FixedPoint, number_format
 from wse.rtl.validate import count
 
@@ -172,12 +173,18 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     are cut to what fits and the layers wider than that run in blocks
     (:mod:`fabric.tiling`): :class:`TrainSizing` says which.
 
-    ``ValueError`` naming the limit and the numbers when even one feature per core cannot hold
-    the shard's tokens (a column holds at most 4096 tokens)."""
+    ``ValueError`` naming the limit and the numbers, before anything runs, when a layer cannot
+    run even in blocks: the shard's tokens do not fit a column (4096 tokens a core), or a layer
+    has more outputs, in either direction, than a carriage return can name."""
     rows, cols = mesh
     widths = [count("width", w) for w in widths]
     shard = count("shard", shard)
     names = names or [f"fc{j}" for j in range(len(widths) - 1)]
+    for name, n_in, n_o in zip(names, widths, widths[1:]):
+        if max(n_in, n_o) > MAX_O + 1:
+            raise ValueError(f"layer {name} ({n_in} inputs, {n_o} outputs) cannot run on the mesh "
+                             f"even in blocks: a carriage return names at most {MAX_O + 1} "
+                             f"outputs")
     base = MeshConfig(rows, cols, **overrides)
     n_tok = max(base.n_tok, 1 << (math.ceil(shard / cols) - 1).bit_length())
     if n_tok > _MAX_DIM:

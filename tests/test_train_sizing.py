@@ -47,3 +47,10 @@ def test_wse_train_prints_the_blocked_layers_and_reports_them():
     assert set(report["blocked_layers"]) == {"fc0", "fc1"}
     assert report["core"]["n_tok"] == 1024
     assert report["mesh_cycles"] == report["io_cycles"] + report["compute_cycles"]
+
+
+def test_a_layer_wider_than_a_carriage_return_can_name_is_refused():
+    with pytest.raises(ValueError, match=r"^layer fc1 \(64 inputs, 33554433 outputs\) cannot run "
+                                         r"on the mesh even in blocks: a carriage return names "
+                                         r"at most 33554432 outputs$"):
+        train_config((4, 4), (10, 64, 2**25 + 1), 32)
