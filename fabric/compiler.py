@@ -14,6 +14,7 @@ from .config import MeshConfig
 from .numerics import operands
 from .placement import Placement
 from .program import GemmProgram
+from .spans import has_weights
 from .tiling import SparseRows
 
 __all__ = ["compile_gemm", "compile_gemm_csr", "SPANS_ABOVE"]
@@ -135,13 +136,8 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     _check_placement("in_placement", in_placement, config.rows, n_in, "inputs")
     if mask is not None:
         mask = _checked_mask(config, mask, n_out, tokens)
-    # which rows stream a weight of each output (GemmProgram.weight_rows)
-    has = np.zeros((n_out, config.rows), dtype=bool)
-    has[weights.rows, in_placement.row_of[weights.indices]] = True
-    if zeros:
-        has[:, np.unique(in_placement.row_of)] = True
-    if mask is not None:
-        has &= mask.any(axis=1)[:, None]
+    has = has_weights(config.rows, n_out, weights, in_placement.row_of, zeros=zeros,
+                      streamed=None if mask is None else mask.any(axis=1))
     spans = bool(1 - has.mean() >= SPANS_ABOVE) if spans is None else bool(spans)
     if out_placement is None:
         # raw results leave while the compute phase runs: owners need distinct reply colors

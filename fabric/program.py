@@ -39,7 +39,7 @@ from wse.rtl.core_params import Y_BASE
 from wse.rtl.validate import readonly
 from wse.rtl.wavelet import pack, unpack
 
-from . import masking, numerics
+from . import masking, numerics, spans
 
 __all__ = ["GemmProgram", "MAX_READ"]
 
@@ -116,25 +116,10 @@ class GemmProgram:
 
     @property
     def output_order(self):
-        """The outputs in stream order (``docs/mesh.md``, "Streams"): grouped by owner row, by
-        index within a row, so that psums flow one way for a run of outputs. With ``spans``,
-        only the outputs whose weights lie in two rows or more go so; the others (one row's
-        weights, or none: no psum crosses a link, only the owner's engine runs) are dealt
-        evenly among them, round-robin over their owners, so no row meets a run of them."""
-        owner = self.out_placement.row_of
-        grouped = np.argsort(owner, kind="stable")
-        if not self.spans:
-            return grouped
+        """The outputs in stream order (:func:`~.spans.stream_order`; ``docs/mesh.md``,
+        "Streams")."""
         if self._order is None:
-            alone = self.weight_rows().sum(axis=1) <= 1
-            chained = grouped[~alone[grouped]]
-            single = np.flatnonzero(alone)
-            single = single[np.lexsort((owner[single], self.out_placement.slot_of[single]))]
-            # position of each in [0, 1): a single goes before a chained one at the same place
-            at = np.concatenate([(np.arange(single.size) + 0.5) / max(1, single.size),
-                                 (np.arange(chained.size) + 0.5) / max(1, chained.size)])
-            both = np.concatenate([single, chained])
-            self._order = readonly(both[np.argsort(at, kind="stable")])
+            self._order = readonly(spans.stream_order(self))
         return self._order
 
     def cr_args(self):
@@ -143,41 +128,14 @@ class GemmProgram:
 
     def weight_rows(self, *, unmasked=False):
         """``(n_out, rows)`` bool: whether row ``r``'s stream carries a weight of output ``o``
-        (a zero one too, with ``zeros``; none of an output a mask gates off everywhere, unless
-        ``unmasked``: the same program without its mask)."""
-        cfg = self.config
-        has = np.zeros((self.n_out, cfg.rows), dtype=bool)
-        if self.zeros:
-            has[:, np.unique(self.in_placement.row_of)] = True
-        else:
-            has[self.weights.rows, self.in_placement.row_of[self.weights.indices]] = True
-        if self.mask is not None and not unmasked:
-            has &= self.streamed_outputs[:, None]
-        return has
+        (:func:`~.spans.weight_rows`)."""
+        return spans.weight_rows(self, unmasked=unmasked)
 
     def cr_flags(self, *, unmasked=False):
-        """``(skip, quiet_n, quiet_s)``, each ``(n_out, rows)`` bool, the flags of the CR each
-        row gets for each output (``docs/mesh.md``, "Partial sums"): a row runs its
-        partial-sum engine for an output when it owns it or when a row at or beyond it, on its
-        side of the owner, holds a weight of it; every other row skips (it has no weight of
-        the output, so its accumulators are zero); a row takes no psum from a neighbour that
-        skips. All False with ``spans=False``: every row runs every output. ``unmasked``: the
-        flags of the same program without its mask (the cycle model's dense figure)."""
-        cfg = self.config
-        off = np.zeros((self.n_out, cfg.rows), dtype=bool)
-        if not self.spans:
-            return off, off.copy(), off.copy()
-        has = self.weight_rows(unmasked=unmasked)
-        owner = self.out_placement.row_of[:, None]
-        r = np.arange(cfg.rows)[None, :]
-        from_top = np.logical_or.accumulate(has, axis=1)
-        from_bottom = np.logical_or.accumulate(has[:, ::-1], axis=1)[:, ::-1]
-        runs = (r == owner) | ((r < owner) & from_top) | ((r > owner) & from_bottom)
-        above = np.pad(runs[:, :-1], ((0, 0), (1, 0)))        # runs[o, r - 1], False at row 0
-        below = np.pad(runs[:, 1:], ((0, 0), (0, 1)))         # runs[o, r + 1]
-        quiet_n = (r > 0) & (r <= owner) & ~above
-        quiet_s = (r < cfg.rows - 1) & (r >= owner) & ~below
-        return ~runs, quiet_n, quiet_s
+        """``(skip, quiet_n, quiet_s)``, each ``(n_out, rows)`` bool: the flags of the CR each
+        row gets for each output, and the rows that get none (:func:`~.spans.cr_flags`;
+        ``docs/mesh.md``, "Partial sums")."""
+        return spans.cr_flags(self, unmasked=unmasked)
 
     def _build_streams(self):
         cfg = self.config

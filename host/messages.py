@@ -1,6 +1,7 @@
 """The message codec SwarmX's transports share: a dict of JSON scalars and numeric arrays as
 bytes, and back, with no pickle (so a process or a Ray actor at the other end gets exactly the
-bytes the in-process backend sees).
+bytes the in-process backend sees); and :class:`SwarmError`, what a transport raises when a
+system fails.
 
 Layout: a 4-byte big-endian header length, a JSON header (the scalars, and for each array its
 dtype, shape and byte range), then the arrays' bytes back to back.
@@ -11,9 +12,13 @@ import struct
 
 import numpy as np
 
-__all__ = ["encode", "decode"]
+__all__ = ["encode", "decode", "SwarmError"]
 
 _KINDS = set("biuf")
+
+
+class SwarmError(RuntimeError):
+    """A system failed a request (the message names the system and the error)."""
 
 
 def encode(message):

@@ -10,7 +10,8 @@ from wse.fabric.config import MeshConfig
 from wse.host.layer_stream import LayerStream
 from wse.host.messages import decode, encode
 from wse.host.numbers import exact, exact_float, exact_sum, normalise
-from wse.host.swarmx import SwarmError, SwarmX, Tree, check_ray_version, ray_init_kwargs
+from wse.host.swarm_ray import check_ray_version, ray_init_kwargs
+from wse.host.swarmx import SwarmError, SwarmX, Tree
 from wse.rtl.numfmt import FixedPoint
 
 
