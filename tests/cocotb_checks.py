@@ -6,6 +6,10 @@ import pytest
 
 #: Both simulators; each one's tests share a pytest-xdist worker (and so its builds).
 SIMS = [pytest.param(sim, marks=pytest.mark.xdist_group(sim)) for sim in ("verilator", "icarus")]
+#: Both simulators, Icarus's run (the second opinion, about four times slower) under ``slow``:
+#: for the long tests, so that the default suite stays within its time.
+SIMS_ICARUS_SLOW = [SIMS[0], pytest.param("icarus", marks=[pytest.mark.xdist_group("icarus"),
+                                                           pytest.mark.slow])]
 
 #: Log lines that carry a test's figures (shown in the run's "figures" section).
 FIGURE = re.compile(r"INFO\s+test\s+(\S.*(?:copies delivered|watchdog said|bit-exact).*)$")

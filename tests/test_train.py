@@ -167,6 +167,7 @@ def test_rtl_training_is_the_golden_training(golden_two_steps):
     _check_rtl_training(rtl, golden_two_steps, "Verilator")
 
 
+@pytest.mark.slow      # two minutes; the same run on Verilator is in the default suite
 def test_rtl_training_on_icarus_is_the_golden_training(golden_two_steps):
     """The same two steps on Icarus (through cocotb)."""
     rtl = _two_steps(backend="icarus", check_golden=True)
