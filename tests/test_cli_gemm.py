@@ -77,6 +77,7 @@ def big_mesh_gemm(tmp_path, mesh, backend, figure):
            f"{W.shape[1]}x{X.shape[1]}, {np.count_nonzero(W)} nonzeros, equal to numpy's W @ X")
 
 
+@pytest.mark.slow      # a Verilator build of its own, with tracing: about a minute
 @pytest.mark.xdist_group("compiled")
 def test_gemm_records_a_waveform_on_the_compiled_backend(operands, tmp_path, monkeypatch):
     w_path, x_path, W, X = operands
