@@ -59,8 +59,8 @@ __all__ = ["MeshWorker", "PassFigures"]
 
 @dataclass
 class PassFigures:
-    """What one pass of one layer cost on one system: ``compute`` (cycles of its compute
-    phases), ``io`` (cycles of its edge transfers: activations loaded through the intakes,
+    """What one pass of one layer cost on one system: ``compute_cycles`` (of its compute
+    phases), ``io_cycles`` (of its edge transfers: activations loaded through the intakes,
     results read out of the outlets), ``dense_compute`` (the compute phases of the same GEMM
     with every weight present, or for the gradient pass without the mask: the cycle model's),
     ``useful_macs`` and ``dense_macs`` (nonzero-by-nonzero products of the sparse and of the
@@ -68,9 +68,9 @@ class PassFigures:
 
     The dense GEMM moves exactly the words the sparse one moves (the same activations into
     the same number of slots per row, the same results out), so its edge transfers are the
-    sparse run's: ``dense`` is ``dense_compute + io``."""
-    compute: int = 0
-    io: int = 0
+    sparse run's: ``dense_cycles`` is ``dense_compute + io_cycles``."""
+    compute_cycles: int = 0
+    io_cycles: int = 0
     dense_compute: int = 0
     useful_macs: int = 0
     dense_macs: int = 0
@@ -82,19 +82,11 @@ class PassFigures:
 
     @property
     def cycles(self):
-        return self.compute + self.io
-
-    @property
-    def io_cycles(self):
-        return self.io
-
-    @property
-    def compute_cycles(self):
-        return self.compute
+        return self.compute_cycles + self.io_cycles
 
     @property
     def dense_cycles(self):
-        return self.dense_compute + self.io
+        return self.dense_compute + self.io_cycles
 
     def count_macs(self, W, X):
         """The useful MACs of ``W @ X`` (``W``: :class:`~fabric.tiling.SparseRows`), and of
@@ -159,11 +151,11 @@ class MeshWorker:
                 self.mismatches += int(np.count_nonzero(np.asarray(result.y) != want))
             figures.blocks += 1
             if result.cycles is not None:
-                figures.compute += result.cycles
-                figures.io += result.load_cycles + result.read_cycles
+                figures.compute_cycles += result.cycles
+                figures.io_cycles += result.load_cycles + result.read_cycles
             elif model:
-                figures.compute += predict_cycles(program, Xb)
-                figures.io += predict_io_cycles(program, Xb)
+                figures.compute_cycles += predict_cycles(program, Xb)
+                figures.io_cycles += predict_io_cycles(program, Xb)
             if model:
                 figures.dense_compute += dense_model(program, Xb)
             return result
