@@ -19,6 +19,7 @@ counters, ideal cycles) and ``None`` for every figure derived from cycles.
 import numpy as np
 
 from wse.fabric import numerics
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles, predict_io_cycles
 from wse.fabric.mesh_model import gemm_reference
@@ -140,7 +141,7 @@ def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_
 
 def _run(system, W, X, **kwargs):
     """``(GemmResult, bit_exact)``: one GEMM and whether it equals the reference."""
-    result = system.gemm(W, X, **kwargs)
+    result = system.gemm(compile_gemm(system.config, W, X, **kwargs))
     if result.error:
         raise RuntimeError(f"the {system.backend} mesh reported an error during a "
                            f"{result.program!r}")

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import (
     predict_cycles,
@@ -142,8 +143,8 @@ class MeshWorker:
         dense_model = predict_unmasked_cycles if totals else predict_dense_cycles
 
         def block(Wb, Xb, raw, **masked):
-            result = self.system.gemm(Wb, Xb, raw=raw, counters=False, **masked)
-            program = result.program
+            program = compile_gemm(self.config, Wb, Xb, raw=raw, **masked)
+            result = self.system.gemm(program, counters=False)
             if self.check_golden:
                 Y, totals = gemm_reference(self.config, program, Xb)
                 want = totals if raw else Y

@@ -4,7 +4,6 @@
 import numpy as np
 
 from wse.fabric import numerics
-from wse.fabric.compiler import compile_gemm
 from wse.fabric.mesh_model import MeshModel, gemm_reference
 from wse.rtl.bfloat import BFloat16
 
@@ -29,17 +28,13 @@ class GoldenSystem(System):
         self.model = MeshModel(self.config)
         self.fast = bool(fast)
 
-    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
-             counters=True, mask=None):
+    def gemm(self, program, *, counters=True):
         if not self.fast:
-            return super().gemm(W, X, raw=raw, balance=balance, out_placement=out_placement,
-                                zeros=zeros, counters=counters, mask=mask)
-        fmt = self.config.fmt
-        program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
-                               raw=raw, zeros=zeros, mask=mask)
+            return super().gemm(program, counters=counters)
+        self.check_program(program)
         Y, totals = gemm_reference(self.config, program, program.X)
-        overflow = _overflowed(fmt, totals, raw)
-        return GemmResult(y=totals if raw else Y, cycles=None, load_cycles=None,
+        overflow = _overflowed(self.config.fmt, totals, program.raw)
+        return GemmResult(y=totals if program.raw else Y, cycles=None, load_cycles=None,
                           read_cycles=None, overflow=overflow, program=program)
 
     def _exchange(self, streams):

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wse.fabric import pe_model
-from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
+from wse.fabric.program import GemmProgram
 from wse.rtl.bfloat import BFloat16
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
 from wse.rtl.isa import MAX_READ, READ_ARG, WORD
@@ -216,26 +216,35 @@ class System(ABC):
         block = self.memcpy_d2h("counters", 0, 0, C, R, len(COUNTERS))
         return {name: block[:, :, k] for k, name in enumerate(COUNTERS)}
 
+    def check_program(self, program):
+        """``ValueError`` unless ``program`` is a GEMM program for this mesh's configuration,
+        compiled with its ``X`` (what :meth:`gemm` runs)."""
+        if not isinstance(program, GemmProgram):
+            raise ValueError(f"program must be a GemmProgram (compile_gemm), not {program!r}")
+        if program.config != self.config:
+            raise ValueError(f"the program is compiled for a {program.config}, not for this "
+                             f"{self.config}")
+        if program.X is None:
+            raise ValueError("the program must be compiled with its X (compile_gemm(config, "
+                             "W, X))")
+
     def launch(self, streams):
         """Stream ``{row: [packed wavelets]}`` (a program's compute phase); returns the
         :class:`Exchange` (raw results come back in its outlets)."""
         return self.exchange(streams)
 
-    def gemm(self, W, X, *, raw=False, balance=True, out_placement=None, zeros=False,
-             counters=True, mask=None):
-        """``Y = W @ X`` on this mesh (``docs/mesh.md``): load ``X``, stream ``W``'s nonzeros
-        (``W`` dense, or a :class:`~wse.fabric.tiling.SparseRows`, compiled without a dense copy),
-        read ``Y`` (or collect the raw totals). Returns a :class:`GemmResult`. ``mask``
-        (``(n_out, tokens)`` bools) makes it a masked GEMM (``docs/mesh.md``).
+    def gemm(self, program, *, counters=True):
+        """Run a compiled ``Y = W @ X`` (a :class:`~wse.fabric.program.GemmProgram` of this
+        mesh's configuration, compiled with its ``X``: :func:`~wse.fabric.compiler.compile_gemm`)
+        on this mesh (``docs/mesh.md``): load ``X``, stream the weights, read ``Y`` (or collect
+        the raw totals, for a program compiled ``raw``). Returns a :class:`GemmResult`.
 
         With ``counters`` the compute phase's counters are read before and after it (two more
         READ exchanges); without, ``counters`` of the result is empty and ``error`` and
         ``overflow`` are the mesh's sticky flags (what training, which calls this often,
-        needs)."""
-        X = np.asarray(X)
-        program = compile_gemm(self.config, W, X, balance=balance, out_placement=out_placement,
-                               raw=raw, zeros=zeros, mask=mask)
-        load = self.exchange(program.load_streams(X))
+        needs). ``ValueError`` for a program of another configuration or without its ``X``."""
+        self.check_program(program)
+        load = self.exchange(program.load_streams())
         before = self.counters() if counters else None
         compute = self.launch(program.streams)
         error, overflow = compute.error, compute.overflow
@@ -251,7 +260,7 @@ class System(ABC):
             figures.update({name: after[name] for name in ("errors", "overflow")})
             error |= bool(figures["errors"].any())
             overflow |= bool(figures["overflow"].any())
-        if raw:
+        if program.raw:
             y, read_cycles = program.decode_raw(compute.outlets), 0
         else:
             reads = [self.exchange(streams) for streams in program.read_streams()]

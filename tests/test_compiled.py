@@ -15,6 +15,7 @@ from wse.rtl.wavelet import pack
 from wse.runtime import CocotbSystem, CompiledSystem, GoldenSystem, SimulationError
 from wse.sim.compiled import harness_top
 
+from .gemm_runs import run_gemm
 from .test_bf16 import bf16_operands
 from .test_mesh_cocotb import MESH_2X3, random_gemm
 
@@ -56,14 +57,14 @@ def run_program(system, rng, config, steps):
         W, X = random_gemm(rng, n_out, n_in, tokens, rng.uniform(0, 0.95),
                            act_sparsity=rng.uniform(0, 0.7))
         if kind == 0:
-            results.append(system.gemm(W, X).y)
+            results.append(run_gemm(system, W, X).y)
         elif kind == 1:
-            results.append(system.gemm(W, X, raw=True, counters=False).y)
+            results.append(run_gemm(system, W, X, raw=True, counters=False).y)
         elif kind == 2:
-            results.append(system.gemm(W, X, zeros=True).y)
+            results.append(run_gemm(system, W, X, zeros=True).y)
         elif kind == 4:
             mask = rng.random((n_out, tokens)) < rng.uniform(0.05, 0.5)
-            results.append(system.gemm(W, X, raw=bool(rng.integers(2)), mask=mask).y)
+            results.append(run_gemm(system, W, X, raw=bool(rng.integers(2)), mask=mask).y)
         else:
             block = rng.integers(-300, 300, (config.rows, config.cols, 5))
             system.memcpy_h2d("X", block, 0, 0, config.cols, config.rows)
@@ -139,7 +140,7 @@ def test_the_lanes_model_runs_bf16_cycle_for_cycle_as_verilators(figure):
         for k in range(4):
             W = bf16_operands(rng, (12, 14), zeros=0.5, wild=0.3)
             X = bf16_operands(rng, (14, 6), wild=0.3)
-            got = [system.gemm(W, X, raw=k % 2 == 1) for system in (lanes, rtl, golden)]
+            got = [run_gemm(system, W, X, raw=k % 2 == 1) for system in (lanes, rtl, golden)]
             assert got[0].cycles == got[1].cycles
             assert got[0].overflow == got[1].overflow
             np.testing.assert_array_equal(got[0].y, got[1].y)

@@ -18,6 +18,7 @@ from wse.runtime import CocotbSystem, GoldenSystem
 from wse.sim.cocotb_run import BUILD_ROOT
 from wse.sim.gate_level import MissingModels, build_netlist, synthesise_netlist
 
+from .gemm_runs import run_gemm
 from .test_compiled import Recording, run_program, same_exchange
 from .test_mesh_cocotb import random_gemm
 
@@ -40,7 +41,7 @@ def program(system, W, X, seed, steps):
     """One GEMM of every core's size (with its counters), ``steps`` random operations (GEMMs
     requantised, raw, zeros streamed and masked, memory copies, counter reads), then a foreign
     color into the intake (dropped and flagged); what each returned."""
-    gemm = system.gemm(W, X)
+    gemm = run_gemm(system, W, X)
     rest = run_program(system, np.random.default_rng(seed), system.config, steps)
     bad = int(pack(123, system.config.plan.out(0), 0))     # a reply color entering an intake
     flagged = system.exchange({0: [bad]}).error

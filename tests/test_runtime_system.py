@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from wse import runtime
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.rtl.core_params import COUNTERS
 from wse.runtime import BACKENDS, REGISTRY, SIMULATED, SIMULATORS, GoldenSystem, open_system
+
+from .gemm_runs import run_gemm
 
 CONFIG = MeshConfig(2, 3, n_feat=8, n_tok=4, n_out=8)
 
@@ -56,17 +59,32 @@ def test_gemm_without_counters_skips_their_reads_and_gives_the_same_result(raw):
     W[rng.random(W.shape) < 0.5] = 0
     X = rng.integers(-300, 300, (12, 4))
     with_counters, without = Counting(CONFIG), Counting(CONFIG)
-    want = with_counters.gemm(W, X, raw=raw)
-    got = without.gemm(W, X, raw=raw, counters=False)
+    want = run_gemm(with_counters, W, X, raw=raw)
+    got = run_gemm(without, W, X, raw=raw, counters=False)
     np.testing.assert_array_equal(got.y, want.y)
     assert set(want.counters) == set(COUNTERS) and got.counters == {}
     assert (got.error, got.overflow) == (want.error, want.overflow) == (False, False)
     assert without.exchanges == with_counters.exchanges - 2     # the two counter READs
-    fast = GoldenSystem(CONFIG, fast=True).gemm(W, X, raw=raw, counters=False)
+    fast = run_gemm(GoldenSystem(CONFIG, fast=True), W, X, raw=raw, counters=False)
     np.testing.assert_array_equal(fast.y, want.y)
 
 
 def test_gemm_without_counters_still_flags_overflow():
     W = np.full((4, 8), 32767)
     X = np.full((8, 4), 32767)
-    assert GoldenSystem(CONFIG).gemm(W, X, counters=False).overflow
+    assert run_gemm(GoldenSystem(CONFIG), W, X, counters=False).overflow
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_gemm_runs_a_program_compiled_for_its_mesh_with_its_x(fast):
+    system = GoldenSystem(CONFIG, fast=fast)
+    W, X = np.eye(4, 6, dtype=np.int64), np.ones((6, 4), dtype=np.int64)
+    other = MeshConfig(2, 2, n_feat=8, n_tok=4, n_out=8)
+    with pytest.raises(ValueError, match=r"^the program is compiled for a 2x2 .*, not for this "
+                                         r"2x3 "):
+        system.gemm(compile_gemm(other, W, X))
+    with pytest.raises(ValueError, match=r"^the program must be compiled with its X"):
+        system.gemm(compile_gemm(CONFIG, W))
+    with pytest.raises(ValueError, match=r"^program must be a GemmProgram \(compile_gemm\), "
+                                         r"not array"):
+        system.gemm(W)

@@ -10,6 +10,8 @@ from wse.fabric.gradient import gradient_reference
 from wse.fabric.tiling import combine, plan_tiles, run_tiled
 from wse.runtime import GoldenSystem
 
+from .gemm_runs import run_gemm
+
 SMALL = MeshConfig(2, 2, n_feat=4, n_tok=2, n_out=4)
 
 
@@ -38,7 +40,7 @@ def test_tiled_golden_matches_numpy(shape):
     W[rng.random(W.shape) < 0.5] = 0
     X = rng.integers(-300, 300, (n_in, tokens))
     system = GoldenSystem(SMALL, fast=True)
-    result = run_tiled(SMALL, W, X, lambda w, x, raw: system.gemm(w, x, raw=raw))
+    result = run_tiled(SMALL, W, X, lambda w, x, raw: run_gemm(system, w, x, raw=raw))
     assert np.array_equal(result.y, _numpy_gemm(SMALL, W, X))
     assert len(result.results) == plan_tiles(SMALL, n_out, n_in, tokens).blocks
 
@@ -49,8 +51,8 @@ def test_fast_golden_is_the_wavelet_golden():
     W[rng.random(W.shape) < 0.6] = 0
     X = rng.integers(-500, 500, (20, 5))
     slow, fast = GoldenSystem(SMALL), GoldenSystem(SMALL, fast=True)
-    a = run_tiled(SMALL, W, X, lambda w, x, raw: slow.gemm(w, x, raw=raw))
-    b = run_tiled(SMALL, W, X, lambda w, x, raw: fast.gemm(w, x, raw=raw))
+    a = run_tiled(SMALL, W, X, lambda w, x, raw: run_gemm(slow, w, x, raw=raw))
+    b = run_tiled(SMALL, W, X, lambda w, x, raw: run_gemm(fast, w, x, raw=raw))
     assert np.array_equal(a.y, b.y)
     assert all(np.array_equal(r.y, q.y) for r, q in zip(a.results, b.results))
 
@@ -127,9 +129,9 @@ def test_tiled_compressed_rows_are_the_tiled_dense_matrix(shape):
     def sparse_block(Wb, Xb, raw):
         assert isinstance(Wb, SparseRows)
         seen.append(Wb.shape)
-        return system.gemm(Wb.dense(), Xb, raw=raw)
+        return run_gemm(system, Wb.dense(), Xb, raw=raw)
 
-    dense = run_tiled(SMALL, W, X, lambda Wb, Xb, raw: system.gemm(Wb, Xb, raw=raw))
+    dense = run_tiled(SMALL, W, X, lambda Wb, Xb, raw: run_gemm(system, Wb, Xb, raw=raw))
     sparse = run_tiled(SMALL, SparseRows.from_dense(W), X, sparse_block)
     assert np.array_equal(sparse.y, dense.y) and sparse.overflow == dense.overflow
     assert len(seen) == plan_tiles(SMALL, n_out, n_in, tokens).blocks

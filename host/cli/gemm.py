@@ -125,15 +125,15 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board
             raise click.ClickException(f"a {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x"
                                        f"{X.shape[1]} GEMM does not fit a {mesh[0]}x{mesh[1]} "
                                        f"mesh: {error}") from None
-    try:    # bad operands fail here, in a moment, not after a simulator or a board is started
-        compile_gemm(config, W, X, raw=raw, balance=not no_balance)
+    try:    # compiled once: bad operands fail here, before a simulator or a board starts
+        program = compile_gemm(config, W, X, raw=raw, balance=not no_balance)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     with console.status(f"{backend}: {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} on "
                         f"a {config}"):
         try:
             with open_system(backend, config, **options) as system:
-                result = system.gemm(W, X, raw=raw, balance=not no_balance)
+                result = system.gemm(program)
             if waves is not None and backend != "verilator":    # cocotb: its run's file
                 shutil.copyfile(system.result.waves, waves)
         except ValueError as error:
