@@ -18,7 +18,7 @@ SHELL := /bin/bash
 # replaced only when COMMAND succeeds.
 save = $(PYTHON) -m json.tool --indent 2 > $(RESULTS)/$(1).tmp && mv $(RESULTS)/$(1).tmp $(RESULTS)/$(1)
 
-.PHONY: install test regress formal bench results render bitstream clean
+.PHONY: install test regress formal bench results render bitstream fpga-results clean
 
 install:  ## pip install -e ".[dev]", plus Icarus, liblz4, g++ and make from Debian when missing
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -83,6 +83,30 @@ endif
 
 render:  ## fill the figures in README.md and docs/results.md from bench/results/*.json
 	$(PYTHON) -m wse.bench.render
+
+# `make fpga-results`: each build in its own folder under $(FPGA_OUT), niced (2 cores are shared).
+FPGA_OUT := build/fpga-results
+FPGA_NICE ?= nice -n 10
+fpga_build = $(FPGA_NICE) wse build --out $(FPGA_OUT)/$(1) --json
+
+fpga-results:  ## every FPGA build the docs quote into bench/results/fpga_*.json (about 2 h; not in CI), then `make render`
+	$(call fpga_build,seed1) --board ulx3s-85f --mesh 1x1 --seed 1 \
+	    | $(call save,fpga_ulx3s-85f_1x1_seed1.json)
+	$(call fpga_build,seed1) --board icebreaker --mesh 1x1 --seed 1 \
+	    | $(call save,fpga_icebreaker_1x1_seed1.json)
+	$(call fpga_build,seed2) --board icebreaker --mesh 1x1 --seed 2 \
+	    | $(call save,fpga_icebreaker_1x1_seed2.json)
+	$(call fpga_build,seed3) --board icebreaker --mesh 1x1 --seed 3 \
+	    | $(call save,fpga_icebreaker_1x1_seed3.json)
+	$(call fpga_build,parts) --part router --device ecp5-85f --seeds 1,2,3 \
+	    | $(call save,fpga_router_ecp5-85f.json)
+	$(call fpga_build,seed1) --board ulx3s-85f --mesh 4x4 --seed 1 \
+	    | $(call save,fpga_ulx3s-85f_4x4_seed1.json)
+	$(call fpga_build,seed2) --board ulx3s-85f --mesh 4x4 --seed 2 \
+	    | $(call save,fpga_ulx3s-85f_4x4_seed2.json)
+	$(call fpga_build,seed3) --board ulx3s-85f --mesh 4x4 --seed 3 \
+	    | $(call save,fpga_ulx3s-85f_4x4_seed3.json)
+	$(MAKE) --no-print-directory render
 
 bitstream:  ## the default FPGA targets (docs/fpga.md): ULX3S-85F 1x1 and iCEBreaker 1x1
 	wse build --board ulx3s-85f --json
