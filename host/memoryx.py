@@ -226,6 +226,26 @@ class MemoryX:
                          if k.startswith(param + ".")}
                 self.optimizer.step(g[param], grad, state, self.t, mask=where)
 
+    def assign(self, name, W, b):
+        """Set layer ``name``'s float32 masters to ``W`` (``(n_out, n_in)``) and ``b``
+        (``(n_out,)``), keeping its mask and optimizer state; the next stream carries them.
+        ``ValueError`` before anything changes if a shape is wrong, a value is not finite, or a
+        weight outside the mask is not zero."""
+        spec = self.spec(name)
+        g = self.store.get(name)
+        W, b = np.asarray(W, dtype=np.float32), np.asarray(b, dtype=np.float32)
+        for what, a, shape in (("W", W, (spec.n_out, spec.n_in)), ("b", b, (spec.n_out,))):
+            if a.shape != shape:
+                raise ValueError(f"{name}: {what} must be {shape}, not {a.shape}")
+            if not np.isfinite(a).all():
+                raise ValueError(f"{name}: {what} holds values that are not finite")
+        outside = int(np.count_nonzero(W[~g["mask"]]))
+        if outside:
+            raise ValueError(f"{name}: {outside} weights outside the layer's mask are not zero")
+        g["W"][...] = W
+        g["b"][...] = b
+        self._streams.pop(name, None)
+
     # -- identity, size -----------------------------------------------------------------------
 
     def weights(self, name):

@@ -232,7 +232,21 @@ class Trainer:
         dlogits = p.copy()
         dlogits[labels, np.arange(len(idx))] -= 1.0
         dy, _ = quantise(self.fmt, dlogits * s.loss_scale)
-        shards = self._shards(len(idx))
+        self.backward(dy, cycles, batch=len(idx))
+        self.step_index += 1
+        self.train_seconds += time.perf_counter() - start
+        self.steps_timed += 1
+        record = step_record(step, loss, accuracy, cycles)
+        self.history.append(record)
+        return record
+
+    def backward(self, dy, cycles, *, batch):
+        """The backward half of a step whose forward pass (``_forward(x, train=True)``) ran
+        last: ``dy``, the loss gradient of the logits times ``loss_scale`` in the datapath
+        format (``[classes, tokens]``), down every layer on the mesh; SwarmX's sums; MemoryX's
+        update, of a loss summed over ``batch`` samples (:meth:`MemoryX.update_sums`).
+        ``cycles`` gathers the passes' figures, as ``_forward``'s do."""
+        shards = self._shards(dy.shape[1])
         sums = {}
         layers = self.memoryx.layers
         for j in reversed(range(len(layers))):
@@ -243,13 +257,7 @@ class Trainer:
             self._count(replies, cycles, train=True)
             total = self.swarm.reduce([{"dW": r["dW"], "db": r["db"]} for r in replies])
             sums[name] = total["dW"], total["db"]
-        self.memoryx.update_sums(sums, loss_scale=s.loss_scale, batch=len(idx))
-        self.step_index += 1
-        self.train_seconds += time.perf_counter() - start
-        self.steps_timed += 1
-        record = step_record(step, loss, accuracy, cycles)
-        self.history.append(record)
-        return record
+        self.memoryx.update_sums(sums, loss_scale=self.s.loss_scale, batch=batch)
 
     # -- evaluation and the whole run ---------------------------------------------------------
 
