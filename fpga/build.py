@@ -27,7 +27,7 @@ from wse.sim import toolchain
 
 from .boards import board as find_board
 from .boards import mesh_config
-from .report import fit_error, read_reports
+from .report import fit_error, read_reports, source_commit, tool_versions
 from .top import BoardTop
 
 __all__ = ["BuildError", "build", "before_lut_mapping", "run_script", "synth_script",
@@ -37,6 +37,8 @@ DEFAULT_OUT = Path("build") / "fpga"
 
 #: The platform's bitstream file, per family.
 _BITSTREAM = {"ice40": "top.bin", "ecp5": "top.bit"}
+#: The variable of ``sim/toolchain.env`` naming nextpnr, per family.
+_NEXTPNR = {"ice40": "NEXTPNR_ICE40", "ecp5": "NEXTPNR_ECP5"}
 
 
 #: The ECP5's 4:1 multiplexers (a ``crossbar="binary"`` router's outputs, and any other full
@@ -138,9 +140,14 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
 
     Returns a dict: ``board``, ``mesh`` (``"RxC"``), ``config`` (the core parameters),
     ``bitstream`` (path), ``luts``, ``ffs``, ``brams``, ``sprams``, ``dsps`` (synthesised
-    cells, see :data:`fpga.report.CELLS`), ``fmax_mhz``, ``target_mhz``, ``timing_met``,
-    ``luts_per_pe``, ``utilisation`` (nextpnr's, per resource), ``hierarchical`` (whether the
-    tiles were kept), ``seconds`` and ``build_dir``.
+    cells, see :data:`fpga.report.CELLS`), ``cells`` (Yosys's count of every cell type),
+    ``fmax_mhz``, ``target_mhz``, ``timing_met`` (the limiting clock), ``clocks`` (every clock
+    nextpnr timed, its fmax and target), ``critical_path`` (the limiting clock's: first and
+    last cell, delay, of it wires), ``luts_per_pe``, ``utilisation`` (nextpnr's, per resource),
+    ``hierarchical`` (whether the tiles were kept), ``seed``, ``tools`` (commands and versions
+    of Yosys and nextpnr, versions of Amaranth and amaranth-boards), ``commit`` (the source's,
+    ``-dirty`` when the RTL or the build differs from it; ``None`` outside git), ``seconds``
+    and ``build_dir``.
     Raises :class:`BuildError` when the design does not fit (naming the resource, used against
     available) or a tool fails.
     """
@@ -153,6 +160,7 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     for stale in ("stat.json", "report.json", "build.json", _BITSTREAM[board.family]):
         (build_dir / stale).unlink(missing_ok=True)
     env = _environment(board)
+    commit = source_commit()
     started = time.monotonic()
 
     platform = board.platform()
@@ -205,12 +213,18 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
         "brams": figures["brams"],
         "sprams": figures["sprams"],
         "dsps": figures["dsps"],
+        "cells": figures["cells"],
         "fmax_mhz": None if fmax is None else round(fmax, 2),
         "target_mhz": round(target_mhz, 3),
         "timing_met": fmax is not None and fmax >= target_mhz,
+        "clocks": figures["clocks"],
+        "critical_path": figures["critical_path"],
         "luts_per_pe": round(figures["luts"] / (rows * cols), 1),
         "utilisation": figures["utilisation"],
         "hierarchical": keep_tiles,
+        "seed": int(seed),
+        "tools": tool_versions(env["YOSYS"], env[_NEXTPNR[board.family]]),
+        "commit": commit,
         "seconds": round(seconds, 1),
         "build_dir": str(build_dir),
     }

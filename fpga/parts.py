@@ -35,7 +35,7 @@ from wse.rtl.router import Router
 from .boards import board as find_board
 from .boards import mesh_config
 from .build import DEFAULT_OUT, BuildError, run_script, synth_script, tool_environment
-from .report import cell_counts, fit_error, nextpnr_report
+from .report import cell_counts, fit_error, nextpnr_report, source_commit, tool_versions
 
 __all__ = ["DEFAULT_SEEDS", "DEVICES", "Device", "FREQ_MHZ", "PARTS", "ROUTER_MODULE",
            "ROUTER_PARAMS", "build_part", "parse_seeds", "part_figures", "part_verilog",
@@ -184,8 +184,9 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     ``lutram``, ``brams``, ``dsps`` (:func:`part_figures`), ``seeds``, ``fmax_mhz`` (one per
     seed), ``fmax_mhz_min``, ``fmax_mhz_max``, ``fits`` and ``fit_error`` (a part larger than
     the device stops at nextpnr's utilisation check: the resource, used against available; its
-    fmax figures are ``None``), ``utilisation`` (nextpnr's, the last seed's), ``seconds`` and
-    ``build_dir``. Raises ``ValueError`` for bad arguments and :class:`~fpga.build.BuildError`
+    fmax figures are ``None``), ``utilisation`` (nextpnr's, the last seed's), ``tools`` and
+    ``commit`` (as :func:`~fpga.build.build` reports them), ``seconds`` and ``build_dir``.
+    Raises ``ValueError`` for bad arguments and :class:`~fpga.build.BuildError`
     when a tool fails otherwise.
     """
     seeds = parse_seeds(seeds if isinstance(seeds, str) else ",".join(map(str, seeds)))
@@ -197,6 +198,7 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     for stale in build_dir.glob("*.json"):
         stale.unlink()
     env = tool_environment()
+    commit = source_commit()
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     where = f"{part} on {device}"
@@ -252,6 +254,8 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
         "fits": error is None,
         "fit_error": error,
         "utilisation": utilisation,
+        "tools": tool_versions(env["YOSYS"], env[dev.nextpnr]),
+        "commit": commit,
         "seconds": round(time.monotonic() - started, 1),
         "build_dir": str(build_dir),
     }

@@ -3,13 +3,19 @@
 The platform build writes ``stat.json`` (Yosys ``stat -json`` after synthesis, through the
 ``script_after_synth`` hook), ``report.json`` (nextpnr ``--report``) and ``top.tim`` (nextpnr's
 log). :func:`read_reports` turns them into the figures ``wse build`` prints; :func:`fit_error`
-reads the log of a failed place-and-route for the resource that ran out.
+reads the log of a failed place-and-route for the resource that ran out; :func:`tool_versions`
+and :func:`source_commit` say what made a build, for the results kept in ``bench/results/``.
 """
 
 import json
 import re
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
 
-__all__ = ["CELLS", "cell_counts", "nextpnr_report", "read_reports", "fit_error"]
+__all__ = ["CELLS", "cell_counts", "clock_report", "critical_path", "fit_error",
+           "nextpnr_report", "read_reports", "source_commit", "tool_versions"]
 
 #: Yosys cell types counted as each figure, per family, with their weights. ``luts`` is what a
 #: mesh build reports: the LUT4 places the logic takes (an ECP5 carry cell, ``CCU2C``, holds two
@@ -69,14 +75,107 @@ def nextpnr_report(report):
     return achieved, constraint, utilisation
 
 
+def clock_report(report):
+    """``{clock: {"fmax_mhz", "target_mhz"}}``: every clock nextpnr timed (``--report`` JSON),
+    its achieved frequency and its constraint."""
+    return {name: {"fmax_mhz": round(float(v["achieved"]), 2),
+                   "target_mhz": round(float(v["constraint"]), 3)}
+            for name, v in report.get("fmax", {}).items()}
+
+
+def critical_path(report, clock):
+    """The critical path of ``clock`` (register to register, from nextpnr's ``--report``
+    JSON): ``{"from", "to", "delay_ns", "routing_ns"}``, the cells it starts and ends at, its
+    delay and how much of it is wires; ``None`` when nextpnr reported none for that clock."""
+    edge = f"posedge {clock}"
+    for entry in report.get("critical_paths", []):
+        steps = entry.get("path") or []
+        if entry.get("from") == edge and entry.get("to") == edge and steps:
+            return {"from": steps[0]["from"]["cell"], "to": steps[-1]["to"]["cell"],
+                    "delay_ns": round(sum(float(s["delay"]) for s in steps), 2),
+                    "routing_ns": round(sum(float(s["delay"]) for s in steps
+                                            if s["type"] == "routing"), 2)}
+    return None
+
+
 def read_reports(build_dir, family):
-    """The figures of a finished build in ``build_dir`` (see the module docstring)."""
+    """The figures of a finished build in ``build_dir`` (see the module docstring):
+    :func:`cell_counts`, the limiting clock's ``fmax_mhz`` and ``constraint_mhz``,
+    ``utilisation``, ``clocks`` (:func:`clock_report`) and the limiting clock's
+    ``critical_path``."""
     stat = json.loads((build_dir / "stat.json").read_text())
     figures = cell_counts(stat, family)
-    fmax, constraint, utilisation = nextpnr_report(
-        json.loads((build_dir / "report.json").read_text()))
-    figures.update(fmax_mhz=fmax, constraint_mhz=constraint, utilisation=utilisation)
+    report = json.loads((build_dir / "report.json").read_text())
+    fmax, constraint, utilisation = nextpnr_report(report)
+    clocks = clock_report(report)
+    limiting = next((name for name, v in report.get("fmax", {}).items()
+                     if float(v["achieved"]) == fmax and float(v["constraint"]) == constraint),
+                    None)
+    figures.update(fmax_mhz=fmax, constraint_mhz=constraint, utilisation=utilisation,
+                   clocks=clocks,
+                   critical_path=None if limiting is None else critical_path(report, limiting))
     return figures
+
+
+#: How each tool is asked its version, and where the version is in its answer (``Yosys 0.70
+#: (git sha1 28ba3cb92, ...)``; ``... (Version nextpnr-0.11.1)``).
+_VERSIONS = {"yosys": ("-V", re.compile(r"Yosys (\S+)(?: \(git sha1 ([0-9a-f]+))?")),
+             "nextpnr": ("--version", re.compile(r"Version nextpnr-([^)\s]+)()"))}
+
+
+def _tool_version(command, tool):
+    """What ``command`` says its version is (``None`` if it does not say)."""
+    flag, pattern = _VERSIONS[tool]
+    try:
+        with tempfile.TemporaryDirectory() as scratch:      # a tool may write where it runs
+            run = subprocess.run([command, flag], cwd=scratch, capture_output=True, text=True,
+                                 timeout=300)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = pattern.search(run.stdout + run.stderr)
+    if found is None:
+        return None
+    version, sha = found.groups()
+    return f"{version} (git sha1 {sha})" if sha else version
+
+
+def tool_versions(yosys, nextpnr):
+    """``{"yosys": {"command", "version"}, "nextpnr": {...}, "amaranth": {"version"},
+    "amaranth-boards": {"version"}}``: the tools a build ran (``yosys``, ``nextpnr``: the
+    commands, as ``sim/toolchain.env`` chose them) and the Python packages that wrote its
+    RTLIL and its platform's script. A version nobody states is ``None``."""
+    def package(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    return {"yosys": {"command": yosys, "version": _tool_version(yosys, "yosys")},
+            "nextpnr": {"command": nextpnr, "version": _tool_version(nextpnr, "nextpnr")},
+            "amaranth": {"version": package("amaranth")},
+            "amaranth-boards": {"version": package("amaranth-boards")}}
+
+
+#: What makes a netlist: the RTL, the mesh around it, the board tops and their build, the tools.
+_SOURCES = ("rtl", "fabric", "fpga", "sim/toolchain.env")
+#: The checkout this module is in (the repository's root in an editable install).
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def source_commit(root=_ROOT):
+    """The git commit of the checkout at ``root`` a build was made from, ``-dirty`` appended
+    when what makes a netlist (:data:`_SOURCES`) differs from it; ``None`` outside a git
+    checkout (an installed package)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=60)
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        status = git("status", "--porcelain", "--", *_SOURCES)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
 
 
 _UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", re.MULTILINE)
