@@ -18,7 +18,7 @@ SHELL := /bin/bash
 # replaced only when COMMAND succeeds.
 save = $(PYTHON) -m json.tool --indent 2 > $(RESULTS)/$(1).tmp && mv $(RESULTS)/$(1).tmp $(RESULTS)/$(1)
 
-.PHONY: install test regress formal bench results render bitstream fpga-results clean
+.PHONY: install test regress formal coverage bench results render bitstream fpga-results clean
 
 install:  ## pip install -e ".[dev]", plus Icarus, liblz4, g++ and make from Debian when missing
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -40,6 +40,16 @@ regress:  ## the long randomised suite (`slow` tests, several seeds) and a summa
 
 formal:  ## formal properties of the router's parts through yowasp-sby and z3 (docs/formal.md)
 	$(PYTHON) -m tests.formal
+
+# The coverage regression: the cocotb tests that run on Verilator (router, tile, MAC), built with
+# line and toggle coverage into their own build folder (docs/coverage.md).
+COVERAGE := build/coverage
+COVERAGE_TESTS := tests/test_router_cocotb.py tests/test_tile_cocotb.py tests/test_mac_cocotb.py
+coverage:  ## the Verilator regression with line and toggle coverage: $(COVERAGE)/report/index.html, $(RESULTS)/coverage.json
+	rm -rf $(COVERAGE)/report; find $(COVERAGE) -name 'coverage-*.dat' -delete 2>/dev/null || true
+	WSE_COVERAGE=1 WSE_BUILD_DIR=$(COVERAGE) nice -n 10 $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    $(COVERAGE_TESTS) -k "verilator or bf16_tile"
+	$(PYTHON) -m wse.sim.coverage_report --build $(COVERAGE) --json $(RESULTS)/coverage.json
 
 bench:  ## every benchmark, as JSON lines
 	wse bench router --json
