@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +23,9 @@ from xml.etree import ElementTree
 from . import toolchain
 from .export import export_verilog
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "DEFAULT_TIMEOUT", "Build", "Result", "build", "build_once",
-           "build_directory", "cached_seconds", "default_timeout", "forget_build", "locked",
-           "run"]
+__all__ = ["SIMULATORS", "BUILD_ROOT", "DEFAULT_TIMEOUT", "COVERAGE_ARGS", "Build", "Result",
+           "build", "build_once", "build_directory", "cached_seconds", "coverage_enabled",
+           "default_timeout", "forget_build", "locked", "run"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -34,6 +35,17 @@ _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UN
 _TIMESCALE = ("1ns", "1ps")
 #: Wall-clock seconds a simulation may take when ``WSE_SIM_TIMEOUT`` is not set.
 DEFAULT_TIMEOUT = 900.0
+#: What a Verilator build adds when :func:`coverage_enabled` (``sim/coverage.py`` reads the
+#: ``.dat`` files its runs write).
+COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]
+
+
+def coverage_enabled():
+    """Whether Verilator builds record line and toggle coverage: ``WSE_COVERAGE`` set to
+    anything but ``0`` (``make coverage`` sets it). Such a build exports its Verilog with the
+    Amaranth source lines (``src`` attributes), and each of its runs writes a ``coverage-*.dat``
+    into its run directory."""
+    return os.environ.get("WSE_COVERAGE", "0").strip() not in ("", "0")
 
 
 def default_timeout():
@@ -94,6 +106,7 @@ class Build:
     directory: Path
     verilog: Path
     waves: bool
+    coverage: bool = False
 
 
 @dataclass
@@ -152,8 +165,9 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
     from cocotb_tools.runner import get_runner
 
     root = Path(root or BUILD_ROOT)
+    coverage = sim == "verilator" and coverage_enabled()
     staging = build_directory(root / "verilog") / f"{top}-{os.getpid()}.v"
-    export_verilog(component, staging, name=top)
+    export_verilog(component, staging, name=top, emit_src=coverage)
     text = staging.read_text()
     if sim == "icarus":
         text = _icarus_time_zero(text)
@@ -162,6 +176,8 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
         args += ["--no-public-flat-rw", "--public-depth", "1"]
     if waves and sim == "verilator":
         args += ["--trace-fst", "--trace-structs"]
+    if coverage:
+        args += COVERAGE_ARGS
     digest = hashlib.sha256("\n".join([text, *args]).encode()).hexdigest()[:12]
     directory = (root / sim / f"{top}-{digest}{'-waves' if waves else ''}").resolve()
     verilog = directory / f"{top}.v"
@@ -173,7 +189,8 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
         runner.build(sources=[verilog], hdl_toplevel=top, build_dir=directory,
                      build_args=args, timescale=_TIMESCALE, waves=waves,
                      log_file=directory / "build.log")
-    return Build(sim=sim, top=top, directory=directory, verilog=verilog, waves=waves)
+    return Build(sim=sim, top=top, directory=directory, verilog=verilog, waves=waves,
+                 coverage=coverage)
 
 
 _cache = {}
@@ -182,7 +199,7 @@ _cache = {}
 def build_once(make_component, *, key, top, sim="verilator", waves=False, ports_only=False):
     """:func:`build` ``make_component()`` unless this process already built ``key`` (a
     hashable description of the design, such as its parameters as JSON) for ``sim``."""
-    index = (key, top, sim, waves, ports_only)
+    index = (key, top, sim, waves, ports_only, sim == "verilator" and coverage_enabled())
     if index not in _cache:
         _cache[index] = build(make_component(), top=top, sim=sim, waves=waves,
                               ports_only=ports_only)
@@ -211,12 +228,16 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
     env = {"WSE_PARAMS": json.dumps(params or {}), "COCOTB_RESULTS_FILE": str(results_xml)}
     env.update(extra_env or {})
     runner = get_runner(built.sim)
+    plusargs = []
+    if built.coverage:      # one file per run: a later run in the same directory adds its own
+        plusargs.append(f"+verilator+coverage+file+{test_dir / f'coverage-{time.time_ns()}.dat'}")
     test_filter = None if testcase is None else rf"(^|\.){re.escape(testcase)}(/|$)"
     with _deadline(timeout, test_dir) as expired:
         try:
             runner.test(test_module=module, hdl_toplevel=built.top, hdl_toplevel_lang="verilog",
                         test_filter=test_filter, build_dir=built.directory, test_dir=test_dir,
                         results_xml=str(results_xml), extra_env=env, waves=built.waves,
+                        plusargs=plusargs,
                         seed=seed, timescale=_TIMESCALE, log_file=test_dir / "sim.log")
         except SystemExit:  # the runner exits on failures under pytest; the results say which
             pass
