@@ -7,7 +7,7 @@ from pathlib import Path
 
 from wse.sim.router_run import BENCH_MODULE, run_router_tests
 
-__all__ = ["bench_router", "bench_uniform_load"]
+__all__ = ["bench_router", "bench_uniform_load", "fuzz_failures"]
 
 
 def bench_uniform_load(*, sim="verilator", count=4000, seed=1, n_queues=2, depth=4):
@@ -42,3 +42,14 @@ def bench_router(*, sim="verilator", fuzz=100_000, seed=1, throughput_count=2000
         raise RuntimeError(f"router bench failed on {sim}: {result.failures}; "
                            f"figures so far: {figures}; log: {result.test_dir / 'sim.log'}")
     return figures
+
+
+def fuzz_failures(figures):
+    """What a fuzz's figures show wrong, as one line (empty when nothing): copies lost,
+    reordered or unexpected, or drops counted other than expected."""
+    wrong = [f"{figures[key]} {key}" for key in ("lost", "reordered", "unexpected")
+             if figures[key]]
+    if figures["drops_counted"] != figures["drops_expected"]:
+        wrong.append(f"drops counted {figures['drops_counted']}, expected "
+                     f"{figures['drops_expected']}")
+    return ", ".join(wrong)
