@@ -108,6 +108,8 @@ fpga-results:  ## every FPGA build the docs quote into bench/results/fpga_*.json
 	    | $(call save,fpga_icebreaker_1x1_seed2.json)
 	$(call fpga_build,seed3) --board icebreaker --mesh 1x1 --seed 3 \
 	    | $(call save,fpga_icebreaker_1x1_seed3.json)
+	$(call fpga_build,seed1) --board ulx3s-85f --mesh 1x1 --format bf16 --seed 1 \
+	    | $(call save,fpga_ulx3s-85f_1x1_bf16_seed1.json)
 	$(call fpga_build,parts) --part router --device ecp5-85f --seeds 1,2,3 \
 	    | $(call save,fpga_router_ecp5-85f.json)
 	$(FPGA_NICE) $(PYTHON) -m wse.fpga.breakdown ulx3s-85f 4x4 --json \
