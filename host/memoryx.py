@@ -83,7 +83,7 @@ class MemoryX:
         self.seed = int(seed)
         self.store = TieredStore(memory_bytes, directory)
         self.t = 0                              # optimizer steps taken
-        self._streams = {}                      # layer -> its stream's bytes until it changes
+        self._streams = {}                      # layer -> its stream until it changes
         self.rng = np.random.default_rng([self.seed, 1])
         init = np.random.default_rng([self.seed, 0])
         for spec in self.layers:
@@ -149,19 +149,17 @@ class MemoryX:
     # -- streaming and updating ---------------------------------------------------------------
 
     def stream(self, name):
-        """Layer ``name`` quantised to the datapath format, as a :class:`LayerStream`."""
-        return LayerStream.from_bytes(self.stream_bytes(name))
-
-    def stream_bytes(self, name):
-        """:meth:`stream` encoded for SwarmX's links. Quantised and encoded once until the layer
-        changes (an update, a new mask, a checkpoint loaded): a step's forward and backward
-        passes broadcast the same bytes. These bytes, the compressed layer, are kept outside the
-        tiers' bound."""
+        """Layer ``name`` quantised to the datapath format, as a :class:`LayerStream` (read-only
+        arrays). Quantised once until the layer changes (an update, a new mask, a checkpoint
+        loaded): a step's forward and backward passes broadcast the same stream. The stream,
+        the compressed layer, is kept outside the tiers' bound."""
         if name not in self._streams:
             self.spec(name)
             g = self.store.get(name)
-            self._streams[name] = LayerStream.from_dense(name, self.fmt, g["W"], g["mask"],
-                                                         g["b"]).to_bytes()
+            stream = LayerStream.from_dense(name, self.fmt, g["W"], g["mask"], g["b"])
+            for array in (stream.indptr, stream.indices, stream.values, stream.bias):
+                array.flags.writeable = False
+            self._streams[name] = stream
         return self._streams[name]
 
     def update_sums(self, sums, *, loss_scale, batch):

@@ -113,14 +113,16 @@ class SwarmX:
         return self.tree.n
 
     def broadcast(self, stream, requests):
-        """Send ``stream`` (a layer's bytes) to every system with its own ``requests[i]`` (a
-        dict: ``op`` and arguments, or ``None`` for a system with nothing to do); returns the
-        replies in system order (``None`` where the request was)."""
+        """Send ``stream`` (a layer's :class:`~host.layer_stream.LayerStream`) to every system
+        with its own ``requests[i]`` (a dict: ``op`` and arguments, or ``None`` for a system with
+        nothing to do): each request carries the stream's fields as its ``stream``, encoded
+        once with it. Returns the replies in system order (``None`` where the request was).
+        Every link carries the stream once (:attr:`~host.layer_stream.LayerStream.nbytes`)."""
         if len(requests) != self.systems:
             raise ValueError(f"broadcast needs {self.systems} requests, not {len(requests)}")
-        payload = np.frombuffer(stream, dtype=np.uint8)
-        self.link_bytes["broadcast"] += len(stream)
-        return self.call([None if r is None else r | {"stream": payload} for r in requests])
+        fields = stream.fields()
+        self.link_bytes["broadcast"] += stream.nbytes
+        return self.call([None if r is None else r | {"stream": fields} for r in requests])
 
     def call(self, requests):
         """One request per system (or ``None``), without a stream; the replies."""

@@ -15,8 +15,8 @@ Per step, for a batch split into one shard per system:
 
 The datapath format is ``int16`` or ``bf16`` (``format``; :mod:`host.numbers` holds what differs).
 
-Each layer is quantised and encoded once per step (MemoryX keeps the stream until the layer
-changes); the forward and backward passes broadcast the same bytes.
+Each layer is quantised once per step (MemoryX keeps the stream until the layer
+changes); the forward and backward passes broadcast the same stream.
 
 Data: scikit-learn's bundled digits (8x8 pixels, 10 classes), pixels scaled to ``[0, 1]``, a
 fixed 80/20 split; batches drawn in a seeded order per epoch. Everything that decides the bits
@@ -182,7 +182,7 @@ class Trainer:
         cycles = {}
         n = len(self.memoryx.layers)
         for j, spec in enumerate(self.memoryx.layers):
-            stream = self.memoryx.stream_bytes(spec.name)
+            stream = self.memoryx.stream(spec.name)
             requests = [None if not len(sh) else
                         {"op": "forward", "layer": j, "last": j == n - 1, "train": train}
                         | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
@@ -253,7 +253,7 @@ class Trainer:
             name = layers[j].name
             requests = [{"op": "backward", "layer": j}
                         | ({"dy": dy[:, sh]} if j == len(layers) - 1 else {}) for sh in shards]
-            replies = self.swarm.broadcast(self.memoryx.stream_bytes(name), requests)
+            replies = self.swarm.broadcast(self.memoryx.stream(name), requests)
             self._count(replies, cycles, train=True)
             total = self.swarm.reduce([{"dW": r["dW"], "db": r["db"]} for r in replies])
             sums[name] = total["dW"], total["db"]

@@ -181,7 +181,7 @@ class MeshWorker:
 
     def op_forward(self, layer, stream, last, x=None, train=True):
         """Layer ``layer``'s forward pass on this shard (``x``: the input, for layer 0)."""
-        s = LayerStream.from_bytes(stream.tobytes())
+        s = LayerStream.from_fields(stream)
         if layer == 0:
             if x is None:
                 raise ValueError("layer 0 needs the input shard x")
@@ -210,7 +210,7 @@ class MeshWorker:
     def op_backward(self, layer, stream, dy=None):
         """Layer ``layer``'s gradient pass and (below layer 0) delta pass; ``dy`` for the last
         layer, else the delta kept from the layer above."""
-        s = LayerStream.from_bytes(stream.tobytes())
+        s = LayerStream.from_fields(stream)
         dY = np.asarray(dy, dtype=np.int64) if dy is not None else self.delta
         if dY is None or layer not in self.inputs:
             raise ValueError(f"backward of layer {layer} before its forward pass or without dY")

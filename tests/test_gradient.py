@@ -260,9 +260,9 @@ def test_a_bf16_gradient_that_overflows_is_flagged_and_refused_by_the_worker():
         layer = LayerStream.from_dense("fc0", fmt, np.eye(3, 5), np.ones((3, 5), bool),
                                        np.zeros(3))
         x, _ = numerics.encode(fmt, np.full((5, 8), 2.0 ** 120))
-        worker.op_forward(0, np.frombuffer(layer.to_bytes(), np.uint8), True, x=x)
+        worker.op_forward(0, layer.fields(), True, x=x)
         with pytest.raises(ValueError, match="layer 0's gradient: 15 of 15 binary32 values are "
                                              "not finite"):
-            worker.op_backward(0, np.frombuffer(layer.to_bytes(), np.uint8), dy=big)
+            worker.op_backward(0, layer.fields(), dy=big)
     finally:
         worker.close()

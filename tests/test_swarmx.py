@@ -8,7 +8,7 @@ import pytest
 from wse.fabric import numerics
 from wse.fabric.config import MeshConfig
 from wse.host.layer_stream import LayerStream
-from wse.host.messages import decode, encode
+from wse.host.messages import decode, encode, size
 from wse.host.numbers import exact, exact_float, exact_sum, normalise
 from wse.host.swarm_ray import check_ray_version, ray_init_kwargs
 from wse.host.swarmx import SwarmError, SwarmX, Tree
@@ -66,6 +66,20 @@ def test_message_codec_round_trip_and_refuses_objects():
         encode({"a": np.array(["s"], dtype=object)})
 
 
+def test_a_nested_message_travels_inside_its_message_not_as_bytes():
+    """A dict holding arrays (a layer's stream in a request) is part of the one message: its
+    arrays are the message's, encoded once; ``size`` is the encoding's length."""
+    inner = {"name": "fc0", "shape": [2, 3], "values": np.arange(6, dtype=np.int16)}
+    msg = {"op": "forward", "stream": inner, "x": np.ones((2, 2)), "meta": {"k": 1}}
+    data = encode(msg)
+    assert len(data) == size(msg) and size(inner) == len(encode(inner))
+    assert data.count(inner["values"].tobytes()) == 1 and b"uint8" not in data
+    back = decode(data)
+    assert back["meta"] == {"k": 1} and back["stream"]["name"] == "fc0"
+    assert back["stream"]["values"].dtype == np.int16
+    assert np.array_equal(back["stream"]["values"], inner["values"])
+
+
 def _layer(seed=0):
     rng = np.random.default_rng(seed)
     W = rng.normal(scale=0.3, size=(6, 8))
@@ -76,7 +90,7 @@ def _layer(seed=0):
 def _forward(swarm, x):
     s = _layer()
     shards = np.array_split(np.arange(x.shape[1]), swarm.systems)
-    replies = swarm.broadcast(s.to_bytes(), [
+    replies = swarm.broadcast(s, [
         {"op": "forward", "layer": 0, "last": True, "x": x[:, sh]} for sh in shards])
     return s, np.concatenate([r["y"] for r in replies], axis=1), replies
 
@@ -93,7 +107,7 @@ def test_a_broadcast_forward_is_the_same_on_every_split(transport):
     assert np.array_equal(got, want)
     assert all(r["cycles"]["forward"] > 0
                and r["dense_cycles"]["forward"] >= r["cycles"]["forward"] for r in replies)
-    assert stats["broadcast_bytes_per_link"] == len(s.to_bytes())
+    assert stats["broadcast_bytes_per_link"] == s.nbytes == len(encode(s.fields()))
     assert (stats["tree_depth"], stats["links"]) == (2, 6)
 
 
@@ -101,7 +115,7 @@ def test_a_failing_system_is_named():
     config = MeshConfig(1, 1, n_feat=8, n_tok=4, n_out=8).to_dict()
     with SwarmX(2, worker={"config": config}) as swarm:
         with pytest.raises(SwarmError, match="system 0: ValueError: layer 0 needs the input"):
-            swarm.broadcast(_layer().to_bytes(), [{"op": "forward", "layer": 0, "last": True}] * 2)
+            swarm.broadcast(_layer(), [{"op": "forward", "layer": 0, "last": True}] * 2)
 
 
 # -- Ray ------------------------------------------------------------------------------------------
