@@ -62,7 +62,9 @@ def summary(data):
               for n in figure.get("uncovered_lines", [])]
     lines.append(f"python lines no run reached: {len(missed)}")
     for name, number in missed:
-        lines.append(f"  {name}:{number}: {_source(name)[number - 1].strip()}")
+        source = _source(name)
+        text = source[number - 1].strip() if number <= len(source) else ""
+        lines.append(f"  {name}:{number}: {text}")
     return "\n".join(lines)
 
 
