@@ -119,13 +119,13 @@ def _base(rng, count, open_colors, n_colors, cfg_color):
 def _teardown_epoch(rng, stream, color, open_colors, cfg_color, depth, n_queues):
     """TEARDOWN of ``color``, at most ``depth`` words for its queue while it is down (its own,
     held, and others' behind them), rewrites of it, then the reopening ``SWITCH RESET``."""
-    if rng.random() < 0.6:
+    if rng.random() < 0.5:
         stream.add(color, 1, ControlOp.TEARDOWN.value << 28, 2)
     else:
         stream.add(*_cfg_switch(cfg_color, color, ControlOp.TEARDOWN))
     same = [c for c in open_colors if c % n_queues == color % n_queues]
     other = [c for c in open_colors if c % n_queues != color % n_queues]
-    held = int(rng.integers(0, depth + 1))
+    held = int(rng.integers(1, depth + 1))
     for _ in range(held + int(rng.integers(0, 12))):
         roll = rng.random()
         if held and roll < 0.7:

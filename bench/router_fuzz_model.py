@@ -100,7 +100,8 @@ class TimedRouterModel:
                              ~np.isin(cfg["op"], [op.value for op in ConfigOp]))
         op = data >> 28
         is_switch = (ctrl == 1) & ~is_cfg & np.isin(op, _SWITCH) & (color < self.n_colors)
-        versions = self._updates(consume & ~bad_cfg, is_switch, port, t, color, op, cfg)
+        applied = consume & ~bad_cfg & (((self.cfg_rx >> port) & 1) == 1)
+        versions = self._updates(applied, is_switch, port, t, color, op, cfg)
 
         # Each word's route: the cycle it was taken picks its color's version.
         rx = np.zeros(len(words), dtype=np.int64)

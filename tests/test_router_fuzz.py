@@ -13,6 +13,8 @@ from wse.sim import router_run
 
 N, E, S, W, R = (d.value for d in Direction)
 CFG = 31
+#: The tests that run the harness share one worker: one Verilog export, one build.
+HARNESS = pytest.mark.xdist_group("router_fuzz")
 
 
 def _data(uid, color):
@@ -84,9 +86,15 @@ def test_checker_keeps_order_per_input_and_color_only():
     assert result["reordered"] == 0 and result["delivered"] == 4
 
 
-def test_short_fuzz_is_clean():
+@HARNESS
+def test_short_fuzz_is_clean(figure):
     """A short reconfiguring fuzz on the compiled harness (a minute to build the first time)."""
     figures = fuzz_router(40_000, seed=7)
+    figure(f"router fuzz with reconfiguration: {figures['wavelets']} wavelets, "
+           f"{figures['reconfigurations']} reconfigurations, {figures['teardowns']} teardowns, "
+           f"{figures['lost']} lost, {figures['reordered']} reordered, "
+           f"{figures['unexpected']} unexpected, drops {figures['drops_counted']}/"
+           f"{figures['drops_expected']}, {figures['wall_seconds']} s")
     assert fuzz_failures(figures) == "", figures
     assert figures["delivered"] == figures["copies"] > figures["wavelets"]
     for key in ("reconfigurations", "route_writes", "advances", "resets", "teardowns",
@@ -107,6 +115,7 @@ def _twice(delivered):
     return [np.concatenate([delivered[2], delivered[2][-1:]]), *delivered[:2], *delivered[3:]]
 
 
+@HARNESS
 @pytest.mark.parametrize("mutation, expect", [
     ({"visible_after": 1}, ("lost", "unexpected")),
     ({"visible_after": 3}, ("lost", "unexpected")),
@@ -121,12 +130,14 @@ def test_fuzz_catches_seeded_bugs(mutation, expect):
     assert fuzz_failures(figures) != ""
 
 
+@HARNESS
 def test_fuzz_catches_reordering():
     """One output's words delivered backwards: reordered, nothing lost or unexpected."""
     figures = fuzz_router(20_000, seed=4, corrupt=_reversed)
     assert figures["reordered"] > 0 and figures["lost"] == figures["unexpected"] == 0, figures
 
 
+@HARNESS
 @pytest.mark.slow
 def test_ten_million_wavelets():
     """The full run (about five minutes on two cores): nothing lost, reordered or unexpected,
