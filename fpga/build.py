@@ -15,6 +15,7 @@ it itself. The price is that a kept tile cannot fold its straps (routes, colors,
 the module) or drop its unused edge ports, which a flattened build does per position.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -96,6 +97,43 @@ def synth_script(family, synth):
     return files, "-run :map_luts", [*steps, f"{synth} -run map_luts:"]
 
 
+#: Where a build's folder keeps the digest of what its netlist was synthesised from.
+_SYNTHESIS_STAMP = "synthesis.sha256"
+
+
+def _synthesis_digest(files, yosys):
+    """A digest of what Yosys reads (every file of the build plan but its scripts and the pin
+    constraints, which only nextpnr and the packer read; the seed is in the script) and of the
+    Yosys that reads it (``{"command", "version"}``)."""
+    digest = hashlib.sha256(json.dumps(yosys, sort_keys=True).encode())
+    for name in sorted(files):
+        if name.startswith("build_") or name.endswith((".lpf", ".pcf", ".sdc")):
+            continue
+        content = files[name]
+        digest.update(name.encode() + b"\0")
+        digest.update(content if isinstance(content, bytes) else content.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _reuse_synthesis(build_dir, script, digest):
+    """Whether the netlist in ``build_dir`` was synthesised from what ``digest`` says
+    (:func:`_synthesis_digest`); if so the build ``script`` skips Yosys and places it again
+    (Yosys writes the same netlist whatever nextpnr's seed: seeds after the first take
+    nextpnr's time alone, and come from one netlist). If not, the stale netlist's figures go."""
+    stamp = build_dir / _SYNTHESIS_STAMP
+    reuse = (stamp.is_file() and stamp.read_text().strip() == digest
+             and (build_dir / "top.json").is_file() and (build_dir / "stat.json").is_file())
+    if not reuse:
+        stamp.unlink(missing_ok=True)
+        (build_dir / "stat.json").unlink(missing_ok=True)
+        return False
+    path = build_dir / script
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if not line.startswith('"$YOSYS"')))
+    return True
+
+
 class BuildError(RuntimeError):
     """A build that failed: the design does not fit, a tool failed, or it ran out of time."""
 
@@ -144,7 +182,9 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     ``fmax_mhz``, ``target_mhz``, ``timing_met`` (the limiting clock), ``clocks`` (every clock
     nextpnr timed, its fmax and target), ``critical_path`` (the limiting clock's: first and
     last cell, delay, of it wires), ``luts_per_pe``, ``utilisation`` (nextpnr's, per resource),
-    ``hierarchical`` (whether the tiles were kept), ``seed``, ``tools`` (commands and versions
+    ``hierarchical`` (whether the tiles were kept), ``seed``, ``synthesis_reused`` (whether
+    Yosys's netlist of an earlier build in ``build_dir`` was placed again: see
+    :func:`_reuse_synthesis`), ``tools`` (commands and versions
     of Yosys and nextpnr, versions of Amaranth and amaranth-boards), ``commit`` (the source's,
     ``-dirty`` when the RTL or the build differs from it; ``None`` outside git), ``seconds``
     and ``build_dir``.
@@ -157,10 +197,11 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     suffix = "-bf16" if config.fmt.name == "bf16" else ""
     build_dir = Path(out) / f"{board.name}-{rows}x{cols}{suffix}"
     build_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("stat.json", "report.json", "build.json", _BITSTREAM[board.family]):
+    for stale in ("report.json", "build.json", _BITSTREAM[board.family]):
         (build_dir / stale).unlink(missing_ok=True)
     env = _environment(board)
     commit = source_commit()
+    tools = tool_versions(env["YOSYS"], env[_NEXTPNR[board.family]])
     started = time.monotonic()
 
     platform = board.platform()
@@ -183,6 +224,8 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
         nextpnr_opts=" ".join(filter(None, (board.nextpnr_opts, "--report report.json",
                                             f"--timing-allow-fail --seed {int(seed)}"))))
     plan.extract(str(build_dir))
+    digest = _synthesis_digest(plan.files, tools["yosys"])
+    reused = _reuse_synthesis(build_dir, f"{plan.script}.sh", digest)
     log = build_dir / "build.log"
     code = run_script(f"{plan.script}.sh", build_dir, env, timeout, log)
     seconds = time.monotonic() - started
@@ -198,6 +241,7 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
             raise BuildError(f"{where} does not fit: {reason} (log: {tim})")
         raise BuildError(f"{where}: build failed ({reason or 'see the log'}; log: {log})")
 
+    (build_dir / _SYNTHESIS_STAMP).write_text(digest + "\n")
     figures = read_reports(build_dir, board.family)
     bitstream = build_dir / _BITSTREAM[board.family]
     target_mhz = top.clk_hz / 1e6
@@ -223,7 +267,8 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
         "utilisation": figures["utilisation"],
         "hierarchical": keep_tiles,
         "seed": int(seed),
-        "tools": tool_versions(env["YOSYS"], env[_NEXTPNR[board.family]]),
+        "synthesis_reused": reused,
+        "tools": tools,
         "commit": commit,
         "seconds": round(seconds, 1),
         "build_dir": str(build_dir),

@@ -85,3 +85,40 @@ def test_the_source_commit_is_dirty_only_when_what_makes_a_netlist_changed(tmp_p
     assert source_commit(tmp_path) == head
     (tmp_path / "rtl" / "core.py").write_text("x = 2\n")
     assert source_commit(tmp_path) == f"{head}-dirty"
+
+
+STAT = {"design": {"num_cells_by_type": {"LUT4": 10, "CCU2C": 1, "TRELLIS_FF": 5,
+                                         "MULT18X18D": 1}}}
+PNR = {"utilization": {"TRELLIS_COMB": {"used": 12, "available": 83640}},
+       "fmax": {"clk": {"achieved": 60.0, "constraint": 25.0}}, "critical_paths": []}
+
+
+def test_a_second_seed_places_the_first_seeds_netlist_again(tmp_path, monkeypatch):
+    """Yosys's netlist does not depend on nextpnr's seed: a build in a folder whose netlist came
+    from the same inputs skips Yosys; other inputs synthesise again."""
+    import json
+    from pathlib import Path
+
+    import wse.fpga.build as fpga_build
+
+    scripts = []
+
+    def tools(script, cwd, *args):
+        cwd = Path(cwd)
+        text = (cwd / script).read_text()
+        scripts.append(text)
+        if '"$YOSYS"' in text:
+            (cwd / "stat.json").write_text(json.dumps(STAT))
+            (cwd / "top.json").write_text("{}")
+        (cwd / "report.json").write_text(json.dumps(PNR))
+        (cwd / "top.bit").write_bytes(b"bits")
+        return 0
+
+    monkeypatch.setattr(fpga_build, "run_script", tools)
+    first = fpga_build.build("ulx3s-85f", (1, 1), out=tmp_path, seed=1)
+    second = fpga_build.build("ulx3s-85f", (1, 1), out=tmp_path, seed=2)
+    assert not first["synthesis_reused"] and '"$YOSYS"' in scripts[0]
+    assert second["synthesis_reused"] and '"$YOSYS"' not in scripts[1]
+    assert "--seed 2" in scripts[1] and second["cells"] == first["cells"]
+    other = fpga_build.build("ulx3s-85f", (1, 1), out=tmp_path, seed=2, acc_buffers=2)
+    assert not other["synthesis_reused"] and '"$YOSYS"' in scripts[2]
