@@ -94,31 +94,32 @@ endif
 render:  ## fill the figures in README.md and docs/results.md from bench/results/*.json
 	$(PYTHON) -m wse.bench.render
 
-# `make fpga-results`: each build in its own folder under $(FPGA_OUT), niced (2 cores are shared).
+# `make fpga-results`: each board and mesh in its own folder under $(FPGA_OUT), where its seeds
+# after the first place the first's netlist again (docs/fpga.md), niced (2 cores are shared).
 FPGA_OUT := build/fpga-results
 FPGA_NICE ?= nice -n 10
-fpga_build = $(FPGA_NICE) wse build --out $(FPGA_OUT)/$(1) --json
+fpga_build = $(FPGA_NICE) wse build --out $(FPGA_OUT) --json
 
 fpga-results:  ## every FPGA build the docs quote into bench/results/fpga_*.json (about 2 h; not in CI), then `make render`
-	$(call fpga_build,seed1) --board ulx3s-85f --mesh 1x1 --seed 1 \
+	$(fpga_build) --board ulx3s-85f --mesh 1x1 --seed 1 \
 	    | $(call save,fpga_ulx3s-85f_1x1_seed1.json)
-	$(call fpga_build,seed1) --board icebreaker --mesh 1x1 --seed 1 \
+	$(fpga_build) --board icebreaker --mesh 1x1 --seed 1 \
 	    | $(call save,fpga_icebreaker_1x1_seed1.json)
-	$(call fpga_build,seed2) --board icebreaker --mesh 1x1 --seed 2 \
+	$(fpga_build) --board icebreaker --mesh 1x1 --seed 2 \
 	    | $(call save,fpga_icebreaker_1x1_seed2.json)
-	$(call fpga_build,seed3) --board icebreaker --mesh 1x1 --seed 3 \
+	$(fpga_build) --board icebreaker --mesh 1x1 --seed 3 \
 	    | $(call save,fpga_icebreaker_1x1_seed3.json)
-	$(call fpga_build,seed1) --board ulx3s-85f --mesh 1x1 --format bf16 --seed 1 \
+	$(fpga_build) --board ulx3s-85f --mesh 1x1 --format bf16 --seed 1 \
 	    | $(call save,fpga_ulx3s-85f_1x1_bf16_seed1.json)
-	$(call fpga_build,parts) --part router --device ecp5-85f --seeds 1,2,3 \
+	$(fpga_build) --part router --device ecp5-85f --seeds 1,2,3 \
 	    | $(call save,fpga_router_ecp5-85f.json)
 	$(FPGA_NICE) $(PYTHON) -m wse.fpga.breakdown ulx3s-85f 4x4 --json \
 	    | $(call save,fpga_breakdown_ulx3s-85f_4x4.json)
-	$(call fpga_build,seed1) --board ulx3s-85f --mesh 4x4 --seed 1 \
+	$(fpga_build) --board ulx3s-85f --mesh 4x4 --seed 1 \
 	    | $(call save,fpga_ulx3s-85f_4x4_seed1.json)
-	$(call fpga_build,seed2) --board ulx3s-85f --mesh 4x4 --seed 2 \
+	$(fpga_build) --board ulx3s-85f --mesh 4x4 --seed 2 \
 	    | $(call save,fpga_ulx3s-85f_4x4_seed2.json)
-	$(call fpga_build,seed3) --board ulx3s-85f --mesh 4x4 --seed 3 \
+	$(fpga_build) --board ulx3s-85f --mesh 4x4 --seed 3 \
 	    | $(call save,fpga_ulx3s-85f_4x4_seed3.json)
 	$(MAKE) --no-print-directory render
 
