@@ -158,6 +158,11 @@ class CoreModel:
         """The nonzero mask of ``X``."""
         return ~numerics.is_zero(self.params.fmt, self.x)
 
+    @property
+    def pending_psums(self) -> dict[int, int]:
+        """Psums received and not yet taken by a carriage return: ``{color: count}``."""
+        return {color: len(queue) for color, queue in self._psums.items()}
+
     def run(self, wavelets: Iterable[int], psum_from_n: Sequence[int] = (),
             psum_from_s: Sequence[int] = ()) -> dict[int, list[int]]:
         """Feed packed 38-bit wavelets in ramp order; return ``{color: [32-bit words]}`` for

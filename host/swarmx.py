@@ -112,6 +112,16 @@ class SwarmX:
     def systems(self):
         return self.tree.n
 
+    @property
+    def workers(self):
+        """The systems' :class:`~host.worker.MeshWorker` s, in system order: the ``inproc``
+        transport's alone (the others' live in other processes); ``ValueError`` otherwise."""
+        if self.transport != "inproc" or self._leaves is None:
+            raise ValueError(f"only an open inproc swarm's workers are in this process, not "
+                             f"those of {'a closed' if self._leaves is None else 'a'} "
+                             f"{self.transport} swarm")
+        return list(self._leaves.workers)
+
     def broadcast(self, stream, requests):
         """Send ``stream`` (a layer's :class:`~host.layer_stream.LayerStream`) to every system
         with its own ``requests[i]`` (a dict: ``op`` and arguments, or ``None`` for a system with

@@ -131,7 +131,7 @@ class MeshWorker:
 
     # -- the mesh -----------------------------------------------------------------------------
 
-    def _gemm(self, W, X, model=True, *, mask=None, totals=False):
+    def gemm(self, W, X, model=True, *, mask=None, totals=False):
         """``W @ X`` on the mesh, tiled (``W``: :class:`~fabric.tiling.SparseRows`);
         ``(Y, figures, overflow)`` with ``figures`` a :class:`PassFigures` of the GEMM (without
         ``model``, cycles the mesh did not measure are 0 instead of modelled, and there is no
@@ -191,7 +191,7 @@ class MeshWorker:
         else:
             A = self._next_input
         weights = s.weights()
-        Z, figures, overflow = self._gemm(weights, A, model=train)
+        Z, figures, overflow = self.gemm(weights, A, model=train)
         figures.count_macs(weights, A)
         fmt = self.config.fmt
         Y, beyond = add_bias(fmt, Z, s.bias)
@@ -217,13 +217,13 @@ class MeshWorker:
         A = self.inputs.pop(layer)
         fmt = self.config.fmt
         passes = {}
-        dW, figures, overflow = gradient_gemm(self._gemm, s.shape, s.rows, s.indices, dY, A)
+        dW, figures, overflow = gradient_gemm(self.gemm, s.shape, s.rows, s.indices, dY, A)
         figures.useful_macs, figures.dense_macs = gradient_macs(s.shape, s.rows, s.indices,
                                                                 dY, A)
         passes["gradient"] = figures, overflow
         if layer > 0:
             weights = s.weights().transpose()
-            dA, figures, overflow = self._gemm(weights, dY)
+            dA, figures, overflow = self.gemm(weights, dY)
             figures.count_macs(weights, dY)
             passes["delta"] = figures, overflow
             self.delta = canonical_zero(fmt, np.where(self.active.pop(layer - 1), dA, 0))

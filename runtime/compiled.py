@@ -24,8 +24,8 @@ from wse.sim.compiled import build_harness
 from wse.sim.lanes import build_lanes_harness
 from wse.sim.scratch import make_folder
 
-from .simulator import _reply
 from .system import RESET_CYCLES, SimulationError, System
+from .wire import exchange_reply
 
 __all__ = ["CompiledSystem"]
 
@@ -174,7 +174,7 @@ class CompiledSystem(System):
                                   f"(raise reply_timeout or WSE_SIM_TIMEOUT for a big program)"
                                   ) from None
         self.loop_seconds += nanoseconds / 1e9
-        return _reply({"ok": True, "received": received, "cycles": cycles, "error": error,
+        return exchange_reply({"ok": True, "received": received, "cycles": cycles, "error": error,
                        "overflow": overflow}, self._peer, self.config.cols)
 
     def _read(self, n, deadline):
@@ -215,6 +215,11 @@ class CompiledSystem(System):
                 except BrokenPipeError:     # stdin's unsent request: the simulator is gone
                     pass
             self._tidy()
+
+    @property
+    def pid(self):
+        """The simulator process's id (``None`` once closed)."""
+        return None if self._process is None else self._process.pid
 
     def close(self):
         """End the simulation (the waveform, if any, is complete afterwards)."""

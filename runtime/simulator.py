@@ -19,11 +19,10 @@ import threading
 
 from wse.fabric.mesh import AxiStreamMesh
 from wse.rtl.validate import count, number
-from wse.rtl.wavelet import WAVELET_BITS
 from wse.sim.cocotb_run import SIMULATORS, build_once, default_timeout, run
 
-from .system import RESET_CYCLES, Exchange, SimulationError, System
-from .wire import MAX_MESSAGE_BYTES, ChannelClosed, Rendezvous, short
+from .system import RESET_CYCLES, SimulationError, System
+from .wire import MAX_MESSAGE_BYTES, ChannelClosed, Rendezvous, exchange_reply
 
 __all__ = ["CocotbSystem"]
 
@@ -151,7 +150,8 @@ class CocotbSystem(System):
         try:
             channel.send({"op": "exchange", "streams": {
                 f"s_axis_w{r}": words for r, words in streams.items()}})
-            reply = _reply(channel.receive(self.reply_timeout), self._peer, self.config.cols)
+            reply = exchange_reply(channel.receive(self.reply_timeout), self._peer,
+                                   self.config.cols)
         except ChannelClosed:
             self._thread.join(timeout=CLOSE_WAIT)      # its result says why
             message = f"{self._peer} ended: {self._failure()}"
@@ -172,6 +172,11 @@ class CocotbSystem(System):
         if channel is not None:
             channel.close()
             self._rendezvous.close()
+
+    @property
+    def socket_folder(self):
+        """The socket's temporary folder (readable by this user only; gone after :meth:`close`)."""
+        return self._rendezvous.directory
 
     def close(self, check=True):
         """End the simulation and remove its socket's folder; with ``check``, a testbench that
@@ -194,48 +199,3 @@ class CocotbSystem(System):
                                   f"session")
         if self.result is None or not self.result.passed:
             raise SimulationError(f"the {self.backend} testbench failed: {self._failure()}")
-
-
-def _reply(reply, peer, cols):
-    """The :class:`Exchange` a reply to an exchange request describes, or the testbench's
-    failure message (a ``str``); :class:`SimulationError` for any other reply."""
-
-    def malformed(cause):
-        return SimulationError(f"{peer} sent a malformed reply: {cause}")
-
-    def get(key):
-        if key not in reply:
-            raise malformed(f"it has no {key!r}")
-        return reply[key]
-
-    ok = get("ok")
-    if ok is False:
-        message = get("message")
-        if not isinstance(message, str):
-            raise malformed(f"'message' must be a string, not {short(message)}")
-        return message
-    if ok is not True:
-        raise malformed(f"'ok' must be true or false, not {short(ok)}")
-    received, cycles = get("received"), get("cycles")
-    if not isinstance(received, dict):
-        raise malformed(f"'received' must be an object, not {short(received)}")
-    outlets = {}
-    for name, words in received.items():
-        if not isinstance(words, list) or not all(
-                type(w) is int and 0 <= w < 1 << WAVELET_BITS for w in words):
-            raise malformed(f"{name!r} must be a list of {WAVELET_BITS}-bit words, not "
-                            f"{short(words)}")
-        if name.startswith("m_axis_s"):
-            index = name[len("m_axis_s"):]
-            if not (index.isascii() and index.isdigit() and int(index) < cols):
-                raise malformed(f"{short(name)} is no outlet of a {cols}-column mesh")
-            outlets[int(index)] = words
-    if type(cycles) is not int or cycles < 0:
-        raise malformed(f"'cycles' must be a non-negative integer, not {short(cycles)}")
-    flags = {}
-    for key in ("error", "overflow"):
-        value = get(key)
-        if type(value) not in (int, bool) or value not in (0, 1):
-            raise malformed(f"{key!r} must be 0 or 1, not {short(value)}")
-        flags[key] = bool(value)
-    return Exchange(outlets=outlets, cycles=cycles, **flags)

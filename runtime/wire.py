@@ -9,7 +9,9 @@ A channel never waits without bound and never lets a fault of its peer through a
 a one-line :class:`~wse.runtime.system.SimulationError`: a peer that says nothing within the
 timeout, one that closed the connection (:class:`ChannelClosed`), a message longer than the
 cap, one that is not JSON, nests too deeply to parse, or is not a JSON object. What the object
-must hold is the protocol's business (:mod:`wse.runtime.simulator`, :mod:`wse.tb.mesh_server`).
+must hold is the protocol's business (:mod:`wse.runtime.simulator`, :mod:`wse.tb.mesh_server`);
+:func:`exchange_reply` reads the reply to an exchange, which the compiled model's pipe
+(:mod:`wse.runtime.compiled`) answers in the same form.
 """
 
 import contextlib
@@ -24,12 +26,13 @@ import weakref
 from multiprocessing.connection import Client, Listener
 
 from wse.rtl.validate import count, number
+from wse.rtl.wavelet import WAVELET_BITS
 from wse.sim.scratch import make_folder
 
-from .system import SimulationError
+from .system import Exchange, SimulationError
 
 __all__ = ["MAX_MESSAGE_BYTES", "SOCKET_PREFIX", "ChannelClosed", "Channel", "Rendezvous",
-           "connect", "short"]
+           "connect", "short", "exchange_reply"]
 
 #: The longest message either end accepts, in bytes (a reply of a few million wavelets).
 MAX_MESSAGE_BYTES = 1 << 28
@@ -258,3 +261,49 @@ def _remove(held, directory):
         listener.close()        # unlinks the socket
     held.clear()
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def exchange_reply(reply, peer, cols):
+    """The :class:`~wse.runtime.system.Exchange` a reply to an exchange request describes (from
+    ``peer``, of a ``cols``-column mesh), or the testbench's failure message (a ``str``);
+    :class:`SimulationError` for any other reply."""
+
+    def malformed(cause):
+        return SimulationError(f"{peer} sent a malformed reply: {cause}")
+
+    def get(key):
+        if key not in reply:
+            raise malformed(f"it has no {key!r}")
+        return reply[key]
+
+    ok = get("ok")
+    if ok is False:
+        message = get("message")
+        if not isinstance(message, str):
+            raise malformed(f"'message' must be a string, not {short(message)}")
+        return message
+    if ok is not True:
+        raise malformed(f"'ok' must be true or false, not {short(ok)}")
+    received, cycles = get("received"), get("cycles")
+    if not isinstance(received, dict):
+        raise malformed(f"'received' must be an object, not {short(received)}")
+    outlets = {}
+    for name, words in received.items():
+        if not isinstance(words, list) or not all(
+                type(w) is int and 0 <= w < 1 << WAVELET_BITS for w in words):
+            raise malformed(f"{name!r} must be a list of {WAVELET_BITS}-bit words, not "
+                            f"{short(words)}")
+        if name.startswith("m_axis_s"):
+            index = name[len("m_axis_s"):]
+            if not (index.isascii() and index.isdigit() and int(index) < cols):
+                raise malformed(f"{short(name)} is no outlet of a {cols}-column mesh")
+            outlets[int(index)] = words
+    if type(cycles) is not int or cycles < 0:
+        raise malformed(f"'cycles' must be a non-negative integer, not {short(cycles)}")
+    flags = {}
+    for key in ("error", "overflow"):
+        value = get(key)
+        if type(value) not in (int, bool) or value not in (0, 1):
+            raise malformed(f"{key!r} must be 0 or 1, not {short(value)}")
+        flags[key] = bool(value)
+    return Exchange(outlets=outlets, cycles=cycles, **flags)

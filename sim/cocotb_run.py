@@ -23,16 +23,17 @@ from xml.etree import ElementTree
 from . import toolchain
 from .export import export_verilog
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "DEFAULT_TIMEOUT", "COVERAGE_ARGS", "Build", "Result",
-           "build", "build_once", "build_directory", "cached_seconds", "coverage_enabled",
-           "default_timeout", "forget_build", "locked", "run"]
+__all__ = ["SIMULATORS", "BUILD_ROOT", "TIMESCALE", "DEFAULT_TIMEOUT", "COVERAGE_ARGS", "Build",
+           "Result", "build", "build_once", "build_directory", "cached_seconds",
+           "coverage_enabled", "default_timeout", "forget_build", "locked", "run"]
 
 
 SIMULATORS = ("verilator", "icarus")
 BUILD_ROOT = Path(os.environ.get("WSE_BUILD_DIR", "build")) / "sim"
 
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT"]
-_TIMESCALE = ("1ns", "1ps")
+#: The simulators' time unit and precision (every build and run, the gate-level one too).
+TIMESCALE = ("1ns", "1ps")
 #: Wall-clock seconds a simulation may take when ``WSE_SIM_TIMEOUT`` is not set.
 DEFAULT_TIMEOUT = 900.0
 #: What a Verilator build adds when :func:`coverage_enabled` (``sim/coverage.py`` reads the
@@ -187,7 +188,7 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
         staging.unlink()
         runner = get_runner(sim)
         runner.build(sources=[verilog], hdl_toplevel=top, build_dir=directory,
-                     build_args=args, timescale=_TIMESCALE, waves=waves,
+                     build_args=args, timescale=TIMESCALE, waves=waves,
                      log_file=directory / "build.log")
     return Build(sim=sim, top=top, directory=directory, verilog=verilog, waves=waves,
                  coverage=coverage)
@@ -238,7 +239,7 @@ def run(built, *, module, testcase=None, params=None, name=None, seed=None, extr
                         test_filter=test_filter, build_dir=built.directory, test_dir=test_dir,
                         results_xml=str(results_xml), extra_env=env, waves=built.waves,
                         plusargs=plusargs,
-                        seed=seed, timescale=_TIMESCALE, log_file=test_dir / "sim.log")
+                        seed=seed, timescale=TIMESCALE, log_file=test_dir / "sim.log")
         except SystemExit:  # the runner exits on failures under pytest; the results say which
             pass
         except RuntimeError:    # the simulator died (or was killed below): reported from here

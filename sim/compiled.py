@@ -22,20 +22,23 @@ from . import toolchain
 from .cocotb_run import BUILD_ROOT, build_directory, cached_seconds, locked
 from .export import export_verilog
 
-__all__ = ["HARNESS", "Harness", "build_harness", "harness_top", "ports_header"]
+__all__ = ["HARNESS", "VERILATOR_ARGS", "CXXFLAGS", "MAKEFLAGS", "Harness", "build_harness",
+           "harness_top", "ports_header"]
 
 #: The C++ side: stream drivers, the exchange loop, the pipe protocol.
 HARNESS = Path(__file__).with_name("harness") / "mesh_harness.cpp"
 
-_VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
-                   "--x-assign", "fast", "--x-initial", "fast", "-O3"]
-_CXXFLAGS = ["-std=c++17"]
+#: Verilator's options for a compiled model (the mesh's; the router's, :mod:`sim.router_compiled`).
+VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNOPTFLAT",
+                  "--x-assign", "fast", "--x-initial", "fast", "-O3"]
+#: The C++ compiler's options for a compiled model.
+CXXFLAGS = ["-std=c++17"]
 #: ``make`` variables of the C++ build: the code run every cycle (Verilator's "fast" files, the
 #: harness, its runtime) at -O2, the code run once (constructors, the initial settle: the
 #: "slow" files) unoptimised: a third less compiler time for the same model speed (-O3, -Os,
 #: -march=native and clang gave the model nothing, gcc's profile-guided optimisation 5 % at most
 #: for a second compile and a training run: ``docs/sim.md``).
-_MAKEFLAGS = ["OPT_FAST=-O2", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2"]
+MAKEFLAGS = ["OPT_FAST=-O2", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2"]
 #: Verilator configurations. ``flat``: the tile stays one C++ class instead of being inlined at
 #: every position (a 4x4 was 26 MB of C++ and three to five minutes to compile, now about one),
 #: though Verilator still writes each position's logic out on its own, so the build grows with
@@ -153,15 +156,15 @@ def build_harness(config, *, waves=False, threads=1, hierarchical=None, root=Non
     staging.unlink()
     wrapper, header, inputs, outputs = harness_top(config, top)
     text += "\n" + wrapper
-    args = [*_VERILATOR_ARGS, *(["--trace-fst"] if waves else [])]
+    args = [*VERILATOR_ARGS, *(["--trace-fst"] if waves else [])]
     if threads > 1:
         args += ["--threads", str(threads)]
     if hierarchical:
         args.append("--hierarchical")
-    cxxflags = [*_CXXFLAGS, *(["-DWSE_WAVES"] if waves else [])]
+    cxxflags = [*CXXFLAGS, *(["-DWSE_WAVES"] if waves else [])]
     source = HARNESS.read_text()
     digest = hashlib.sha256("\n".join([text, header, source, vlt, *args, *cxxflags,
-                                       *_MAKEFLAGS]).encode())
+                                       *MAKEFLAGS]).encode())
     directory = (root / "compiled" / f"{top}-{digest.hexdigest()[:12]}").resolve()
     executable = directory / "obj_dir" / "mesh_harness"
     with locked(directory):
@@ -191,7 +194,7 @@ def _verilate(directory, top, text, header, vlt, source, args, cxxflags, jobs):
     command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), *args,
                "--top-module", "wse_harness", "-o", "mesh_harness",
                "-CFLAGS", " ".join([*cxxflags, f"-I{directory}"]),
-               *(flag for variable in _MAKEFLAGS for flag in ("-MAKEFLAGS", variable)),
+               *(flag for variable in MAKEFLAGS for flag in ("-MAKEFLAGS", variable)),
                "harness.vlt", f"{top}.v", harness.name]
     log = directory / "build.log"
     with open(log, "w") as out:

@@ -29,7 +29,7 @@ from wse.fabric.config import MeshConfig
 from wse.fabric.mesh import AxiStreamMesh
 
 from . import toolchain
-from .cocotb_run import _TIMESCALE, Build, default_timeout, locked
+from .cocotb_run import TIMESCALE, Build, default_timeout, locked
 from .export import export_verilog
 from .export_mesh import TOP
 
@@ -190,6 +190,6 @@ def build_netlist(netlist, family, *, top=TOP, waves=False):
         # The netlist first: the models' `timescale would otherwise apply to it too.
         get_runner("icarus").build(
             sources=[netlist, models], includes=[models.parent], defines=dict(fam.defines),
-            hdl_toplevel=top, build_dir=directory, timescale=_TIMESCALE, waves=waves,
+            hdl_toplevel=top, build_dir=directory, timescale=TIMESCALE, waves=waves,
             log_file=directory / "build.log")
     return Build(sim="icarus", top=top, directory=directory, verilog=netlist, waves=waves)

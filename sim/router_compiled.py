@@ -21,7 +21,7 @@ import numpy as np
 
 from . import toolchain
 from .cocotb_run import BUILD_ROOT, build_directory, cached_seconds, locked
-from .compiled import _CXXFLAGS, _MAKEFLAGS, _VERILATOR_ARGS
+from .compiled import CXXFLAGS, MAKEFLAGS, VERILATOR_ARGS
 from .export import export_verilog
 
 __all__ = ["HARNESS", "BatchResult", "RouterHarness", "build_router_harness"]
@@ -55,8 +55,8 @@ def _build(router, root, jobs):
     text = staging.read_text()
     staging.unlink()
     source = HARNESS.read_text()
-    digest = hashlib.sha256("\n".join([text, source, *_VERILATOR_ARGS, *_CXXFLAGS,
-                                       *_MAKEFLAGS]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256("\n".join([text, source, *VERILATOR_ARGS, *CXXFLAGS,
+                                       *MAKEFLAGS]).encode()).hexdigest()[:12]
     directory = (root / "compiled" / f"{TOP}-{digest}").resolve()
     executable = directory / "obj_dir" / "router_harness"
     with locked(directory):
@@ -75,9 +75,9 @@ def _verilate(directory, text, source, jobs):
     (directory / f"{TOP}.v").write_text(text)
     (directory / HARNESS.name).write_text(source)
     command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs or os.cpu_count() or 1),
-               *_VERILATOR_ARGS, "--top-module", TOP, "-o", "router_harness",
-               "-CFLAGS", " ".join(_CXXFLAGS),
-               *(flag for variable in _MAKEFLAGS for flag in ("-MAKEFLAGS", variable)),
+               *VERILATOR_ARGS, "--top-module", TOP, "-o", "router_harness",
+               "-CFLAGS", " ".join(CXXFLAGS),
+               *(flag for variable in MAKEFLAGS for flag in ("-MAKEFLAGS", variable)),
                f"{TOP}.v", HARNESS.name]
     log = directory / "build.log"
     with open(log, "w") as out:

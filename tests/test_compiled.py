@@ -4,6 +4,9 @@ either model (the lanes model, the default, and Verilator's); and its errors (a 
 by port and color, a dead simulator, a closed System, a failed build). Its waveforms (Verilator
 only) are tested through ``wse gemm --waves`` (tests/test_cli_gemm.py)."""
 
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -31,18 +34,19 @@ def same_exchange(a, b, what):
 
 
 class Recording:
-    """Wraps a System and keeps every exchange it makes."""
+    """Wraps a System and keeps every exchange it makes (each of its calls goes through
+    :meth:`System.exchange`)."""
 
     def __init__(self, system):
         self.system = system
         self.log = []
-        exchange = system._exchange
+        exchange = system.exchange
 
         def recorded(streams):
             result = exchange(streams)
             self.log.append((streams, result))
             return result
-        system._exchange = recorded
+        system.exchange = recorded
 
 
 def run_program(system, rng, config, steps):
@@ -197,7 +201,7 @@ def test_a_stuck_mesh_is_named_by_port_and_color_and_the_system_ends():
 @pytest.mark.parametrize("engine", ["lanes", "verilator"])
 def test_a_simulator_that_dies_is_a_one_line_error(engine):
     rtl = CompiledSystem(MESH_2X3, engine=engine)
-    rtl._process.kill()
+    os.kill(rtl.pid, signal.SIGKILL)
     with pytest.raises(SimulationError, match=rf"^the compiled {engine} simulation ended: exit "
                                               r"status -9$"):
         rtl.exchange({0: []})

@@ -232,10 +232,10 @@ def test_a_gradient_that_saturates_is_reported_by_the_worker():
         dY = np.full((3, 8), 32767)
         A = np.full((5, 8), 32767)
         rows, cols = np.nonzero(np.eye(3, 5, dtype=bool))
-        dW, figures, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, dY, A)
+        dW, figures, overflow = gradient_gemm(worker.gemm, (3, 5), rows, cols, dY, A)
         assert overflow and (dW == 2**31 - 1).all()
         assert figures.cycles > 0 and figures.dense_cycles >= figures.cycles
-        small, *_, fine = gradient_gemm(worker._gemm, (3, 5), rows, cols, dY // 64, A // 64)
+        small, *_, fine = gradient_gemm(worker.gemm, (3, 5), rows, cols, dY // 64, A // 64)
         assert not fine
         np.testing.assert_array_equal(small, gradient_reference(
             worker.config.fmt, rows, cols, dY // 64, A // 64)[0])
@@ -254,7 +254,7 @@ def test_a_bf16_gradient_that_overflows_is_flagged_and_refused_by_the_worker():
     try:
         big, _ = numerics.encode(fmt, np.full((3, 8), 2.0 ** 120))
         rows, cols = np.nonzero(np.eye(3, 5, dtype=bool))
-        dW, figures, overflow = gradient_gemm(worker._gemm, (3, 5), rows, cols, big,
+        dW, figures, overflow = gradient_gemm(worker.gemm, (3, 5), rows, cols, big,
                                               big[:1].repeat(5, axis=0))
         assert overflow and (numerics.as_float32(dW) == np.inf).all() and figures.cycles > 0
         layer = LayerStream.from_dense("fc0", fmt, np.eye(3, 5), np.ones((3, 5), bool),

@@ -460,7 +460,7 @@ def test_quiet_sides_take_no_psums(quiet_n, quiet_s):
           **psums)
     want = np.array([256, 512]) + sum(np.array(v) for v in psums.values())
     assert m.y[1].tolist() == (want // 256).tolist()
-    assert all(not q for q in m._psums.values())
+    assert not any(m.pending_psums.values())
 
 
 @pytest.mark.parametrize("row, raw_cr", [(0, False), (1, False), (1, True), (2, False)])

@@ -84,7 +84,7 @@ def one_line(error):
 
 def test_a_good_peer_is_served_and_the_socket_folder_goes_with_the_system():
     system = FakeSimulation(serve(_ok({"m_axis_s1": [5, 6], "m_axis_e0": [1]}, cycles=12)))
-    directory = Path(system._rendezvous.directory)
+    directory = Path(system.socket_folder)
     assert directory.is_dir() and oct(directory.stat().st_mode & 0o777) == "0o700"
     with system:
         got = system.exchange({0: [1, 2]})

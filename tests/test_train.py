@@ -127,7 +127,7 @@ def test_a_model_ten_times_the_mesh_sram_trains_on_4x4(tmp_path):
     assert report["layer_sparsity"]["fc1"] > 0.5
 
 
-def _two_steps(**kwargs):
+def two_steps(**kwargs):
     """Two training steps (forward, gradient, delta and update; no test-set pass) of a
     64-48-10 model on a batch of 16, with a sparsity schedule that masks from the first step."""
     settings = TrainSettings(steps=2, hidden=(48,), batch=16, **kwargs)
@@ -139,10 +139,10 @@ def _two_steps(**kwargs):
 
 @pytest.fixture(scope="module")
 def golden_two_steps():
-    return _two_steps()
+    return two_steps()
 
 
-def _check_rtl_training(rtl, golden, name):
+def check_rtl_training(rtl, golden, name):
     print(f"\nRTL training, 4x4 {name}: {rtl['checked_results']} mesh results checked, "
           f"{rtl['mismatches']} mismatches; cycles by pass {rtl['cycles_by_pass']} measured, "
           f"{golden['cycles_by_pass']} modelled; dense {rtl['dense_cycles_by_pass']}")
@@ -163,15 +163,15 @@ def _check_rtl_training(rtl, golden, name):
 def test_rtl_training_is_the_golden_training(golden_two_steps):
     """The 4x4 mesh on Verilator (the compiled model), every mesh result of every pass checked
     against golden, trains to the same bits as the golden model."""
-    rtl = _two_steps(backend="verilator", check_golden=True)
-    _check_rtl_training(rtl, golden_two_steps, "Verilator")
+    rtl = two_steps(backend="verilator", check_golden=True)
+    check_rtl_training(rtl, golden_two_steps, "Verilator")
 
 
 @pytest.mark.slow      # two minutes; the same run on Verilator is in the default suite
 def test_rtl_training_on_icarus_is_the_golden_training(golden_two_steps):
     """The same two steps on Icarus (through cocotb)."""
-    rtl = _two_steps(backend="icarus", check_golden=True)
-    _check_rtl_training(rtl, golden_two_steps, "Icarus")
+    rtl = two_steps(backend="icarus", check_golden=True)
+    check_rtl_training(rtl, golden_two_steps, "Icarus")
 
 
 def test_the_report_names_the_gradients_source_and_every_passs_figures(reference):
