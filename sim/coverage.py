@@ -196,9 +196,11 @@ class Module:
         hit = sum(1 for h, _ in self.lines.values() if h)
         vhit = sum(1 for c in self.verilog.values() if c)
         thit = sum(1 for h in self.toggles.values() if h)
+        partial = sum(1 for h, n in self.lines.values() if 0 < h < n)
         return {"line": _percent(hit, len(self.lines)), "lines": len(self.lines),
-                "lines_hit": hit, "toggle": _percent(thit, len(self.toggles)),
-                "toggles": len(self.toggles), "toggles_hit": thit,
+                "lines_hit": hit, "lines_partial": partial,
+                "toggle": _percent(thit, len(self.toggles)), "toggles": len(self.toggles),
+                "toggles_hit": thit,
                 "verilog_line": _percent(vhit, len(self.verilog)),
                 "verilog_lines": len(self.verilog), "verilog_lines_hit": vhit}
 

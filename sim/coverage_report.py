@@ -52,11 +52,12 @@ def summary(data):
     total = data["total"]
     lines = [f"coverage of rtl/ ({data['runs']} runs of {len(data['designs'])} designs, "
              f"{data['measured']}, commit {data['commit']})",
-             f"{'module':<22} {'line %':>7} {'lines':>11} {'toggle %':>9} {'verilog line %':>15}"]
+             f"{'module':<22} {'line %':>7} {'lines':>11} {'partial':>8} {'toggle %':>9} "
+             f"{'verilog line %':>15}"]
     rows = list(data["modules"].items()) + [("total", total)]
     for name, figure in rows:
         lines.append(f"{name:<22} {_figure(figure['line']):>7} "
-                     f"{figure['lines_hit']:>5}/{figure['lines']:<5} "
+                     f"{figure['lines_hit']:>5}/{figure['lines']:<5} {figure['lines_partial']:>8} "
                      f"{_figure(figure['toggle']):>9} {_figure(figure['verilog_line']):>15}")
     missed = [(name, n) for name, figure in data["modules"].items()
               for n in figure.get("uncovered_lines", [])]
@@ -99,14 +100,16 @@ def write_html(coverage, data, directory):
     for name, figure in data["modules"].items():
         rows.append(f"<tr><td class='l'><a href='{_page_name(name)}'>{name}</a></td>"
                     f"<td>{_figure(figure['line'])}</td><td>{figure['lines_hit']}/"
-                    f"{figure['lines']}</td><td>{_figure(figure['toggle'])}</td>"
+                    f"{figure['lines']}</td><td>{figure['lines_partial']}</td>"
+                    f"<td>{_figure(figure['toggle'])}</td>"
                     f"<td>{figure['toggles_hit']}/{figure['toggles']}</td>"
                     f"<td>{_figure(figure['verilog_line'])}</td>"
                     f"<td>{figure['verilog_lines_hit']}/{figure['verilog_lines']}</td></tr>")
         _write_module_page(coverage, name, directory / _page_name(name))
     total = data["total"]
     rows.append(f"<tr><th class='l'>total</th><th>{_figure(total['line'])}</th><th>"
-                f"{total['lines_hit']}/{total['lines']}</th><th>{_figure(total['toggle'])}</th>"
+                f"{total['lines_hit']}/{total['lines']}</th><th>{total['lines_partial']}</th>"
+                f"<th>{_figure(total['toggle'])}</th>"
                 f"<th>{total['toggles_hit']}/{total['toggles']}</th>"
                 f"<th>{_figure(total['verilog_line'])}</th>"
                 f"<th>{total['verilog_lines_hit']}/{total['verilog_lines']}</th></tr>")
@@ -116,7 +119,7 @@ def write_html(coverage, data, directory):
             f"coverage point (a branch or a block of statements); a line is reached when any "
             f"of its points was. Verilog lines: every line with a point, in every design, "
             f"reached only when all its points were. How it is measured: docs/coverage.md.</p>"
-            f"<table><tr><th class='l'>module</th><th>line %</th><th>lines</th>"
+            f"<table><tr><th class='l'>module</th><th>line %</th><th>lines</th><th>partial</th>"
             f"<th>toggle %</th><th>toggle bits</th><th>Verilog line %</th><th>Verilog lines"
             f"</th></tr>{''.join(rows)}</table>")
     (directory / "index.html").write_text(_page("RTL coverage", body))
