@@ -116,6 +116,7 @@ class VerilogMap:
         self.driver = {}         # (module, signal) -> (file, line) of what drives it
         self.module_of_line = {}
         self.module_src = {}     # module -> (file, line) of its elaborate()
+        self.ports = set()       # (file, line) of port declarations
         pending, module = [], ""
         for number, line in enumerate(self.text, 1):
             srcs = [(f, int(n)) for f, n in _SRC.findall(line)]
@@ -134,6 +135,8 @@ class VerilogMap:
             match = _ASSIGN.match(line) or _DECL.match(line)
             if match and here:
                 self.driver.setdefault((module, match[1].strip()), here[0])
+                if re.match(r"\s*(input|output|inout)\s", line):
+                    self.ports.add(here[0])
             match = _STATEMENT.match(line)
             if match and here and "<=" in line:     # a clocked always: `reg <= $next;`
                 self.driver.setdefault((module, match[2].strip()), here[0])
@@ -141,6 +144,15 @@ class VerilogMap:
     def line(self, number):
         """The text of Verilog line ``number`` (``""`` past the end)."""
         return self.text[number - 1] if 0 < number <= len(self.text) else ""
+
+    def owner(self, number, default):
+        """The ``rtl`` file Verilog line ``number`` belongs to: that of its Python line, unless
+        that is only a port's declaration (a port is declared where its signature is), else
+        ``default``."""
+        for src in self.python_lines(number):
+            if _rtl_file(src[0]) and src not in self.ports:
+                return _rtl_file(src[0])
+        return default
 
     def rtl_module(self, module):
         """The ``rtl/*.py`` file whose ``elaborate()`` wrote Verilog ``module`` (an Amaranth
@@ -236,33 +248,33 @@ class Coverage:
 
 
 def analyse(points):
-    """:class:`Coverage` of merged ``points`` (:func:`merge`)."""
+    """:class:`Coverage` of merged ``points`` (:func:`merge`). A Verilog line or a signal belongs
+    to the ``rtl`` file its ``src`` names (a helper such as ``rtl/bfloat.py`` that builds logic
+    inside another block's ``elaborate()``), else to the file of its Verilog module."""
     maps, modules, unmapped = {}, defaultdict(Module), {}
     verilog_counts = defaultdict(list)
     for point, count in points.items():
         if point.file not in maps:
             maps[point.file] = VerilogMap(point.file)
         vmap = maps[point.file]
-        rtl = vmap.rtl_module(point.module)
+        module_rtl = vmap.rtl_module(point.module)
         if point.kind == "toggle":
+            rtl = vmap.owner(point.line, module_rtl)
             if rtl is None:
                 continue
-            src = vmap.python_lines(point.line)
-            line = src[0][1] if src and _rtl_file(src[0][0]) == rtl else 0
-            key = (point.module.rpartition(".")[2] if "." in point.module else "", line,
-                   point.signal)
+            src = [n for f, n in vmap.python_lines(point.line) if _rtl_file(f) == rtl]
+            key = (point.module.rpartition(".")[2], src[0] if src else 0, point.signal)
             toggles = modules[rtl].toggles
             toggles[key] = toggles.get(key, False) or count > 0
             continue
         if _TRIGGER in vmap.line(point.line):      # the export's time-zero trigger, not logic
             continue
         for number in point.lines:
-            if _TRIGGER in vmap.line(number):
-                continue
-            verilog_counts[(point.file, number, rtl)].append(count)
-        mapped = {(f, n) for number in point.lines for f, n in vmap.python_lines(number)
-                  if _rtl_file(f) == rtl}
-        for _, n in mapped if rtl else ():
+            if _TRIGGER not in vmap.line(number):
+                verilog_counts[(point.file, number, vmap.owner(number, module_rtl))].append(count)
+        mapped = {(_rtl_file(f), n) for number in point.lines
+                  for f, n in vmap.python_lines(number) if _rtl_file(f)}
+        for rtl, n in mapped:
             hit, total = modules[rtl].lines.get(n, (0, 0))
             modules[rtl].lines[n] = (hit + (count > 0), total + 1)
     for (file, number, rtl), counts in verilog_counts.items():
