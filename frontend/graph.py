@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-__all__ = ["UnsupportedError", "LinearLayer", "read_model"]
+__all__ = ["UnsupportedError", "LinearLayer", "read_model", "type_name"]
 
 #: The chain's text, for the messages.
 CHAIN = "wse.torch maps a chain of Linear layers with a ReLU between each two"
@@ -47,12 +47,20 @@ class LinearLayer:
         return self.module.bias is not None
 
 
+def type_name(kind):
+    """``torch.nn.Conv2d`` rather than ``torch.nn.modules.conv.Conv2d``: the public name."""
+    module = kind.__module__
+    for package in ("torch.nn", "torch.optim"):
+        if module.startswith(package + ".") and getattr(
+                __import__(package, fromlist=["_"]), kind.__qualname__, None) is kind:
+            return f"{package}.{kind.__qualname__}"
+    return f"{module}.{kind.__qualname__}"
+
+
 def _describe(node, model):
     """``path (type)`` of an fx node, for a message."""
     if node.op == "call_module":
-        module = model.get_submodule(node.target)
-        kind = type(module)
-        return f"{node.target} ({kind.__module__}.{kind.__qualname__})"
+        return f"{node.target} ({type_name(type(model.get_submodule(node.target)))})"
     if node.op == "call_function":
         if node.target in (operator.add, operator.iadd, torch.add):
             return f"a residual add ({node.name}: {node.args[0]} + {node.args[1]})"

@@ -21,7 +21,7 @@ import torch
 
 from wse.host.optim import make_optimizer
 
-from .graph import UnsupportedError
+from .graph import UnsupportedError, type_name
 
 __all__ = ["SGD", "Adam", "AdamW", "read_optimizer", "hyperparameters", "optimizers_of"]
 
@@ -93,8 +93,8 @@ def hyperparameters(optimizer):
     :class:`UnsupportedError` naming what MemoryX cannot honour."""
     kind = _base(optimizer)
     if kind not in _RULES:
-        raise UnsupportedError(f"optimizer {kind.__module__}.{kind.__qualname__} is not "
-                               f"supported: use torch.optim.SGD, Adam or AdamW")
+        raise UnsupportedError(f"optimizer {type_name(kind)} is not supported: use "
+                               f"torch.optim.SGD, Adam or AdamW")
     name, keys = _RULES[kind]
     groups = optimizer.param_groups
     chosen = None
