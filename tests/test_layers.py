@@ -21,6 +21,8 @@ ALLOWED = {
     "tb": {"rtl", "fabric", "runtime"},
     "bench": {"rtl", "fabric", "sim", "fpga", "runtime"},
     "host": {"rtl", "fabric", "sim", "fpga", "runtime", "bench"},
+    # wse.torch, the PyTorch front end: above the host, whose trainer it drives.
+    "frontend": {"rtl", "fabric", "sim", "fpga", "runtime", "bench", "host"},
 }
 
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("rtl", "fabric", "sim", "runtime", "host", "tb", "fpga", "bench")
+FOLDERS = ("rtl", "fabric", "sim", "runtime", "host", "tb", "fpga", "bench", "frontend")
 
 
 def _layout_entries():
