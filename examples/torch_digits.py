@@ -24,6 +24,7 @@ from torch import nn
 
 import wse.torch as wtorch
 from wse.host.train import load_digits_split
+from wse.torch.bounds import logit_bound
 
 
 class Net(nn.Module):
@@ -110,12 +111,13 @@ def main(argv=None):
                              seed=args.seed)
     compiled, seconds = train(on_mesh, backend, data, args)
     try:
-        mesh_predictions = compiled(x_test).argmax(1)
+        mesh_logits = compiled(x_test)
         summary = compiled.summary()
     finally:
         compiled.close()
-    with torch.no_grad():                       # the mesh-trained module, in plain PyTorch
-        module_predictions = on_mesh(x_test).argmax(1)
+    mesh_predictions = mesh_logits.argmax(1)
+    module_logits, bound, guaranteed = logit_bound(compiled, x_test)
+    module_predictions = torch.from_numpy(module_logits.argmax(1))   # in plain PyTorch
 
     report = {
         "test_accuracy": float((mesh_predictions == y_test).float().mean()),
@@ -127,6 +129,8 @@ def main(argv=None):
         "weight_sparsity": summary["weight_sparsity"],
         "module_test_accuracy": float((module_predictions == y_test).float().mean()),
         "module_agreement": float((module_predictions == mesh_predictions).float().mean()),
+        "logit_difference": float(abs(mesh_logits.double().numpy() - module_logits).max()),
+        "logit_bound": float(bound.max()), "bound_guarantees": float(guaranteed.mean()),
         "mesh_cycles": summary["mesh_cycles"], "dense_cycles": summary["dense_cycles"],
         "cycles_source": summary["cycles_source"],
         "checked_results": summary["checked_results"], "mismatches": summary["mismatches"],
