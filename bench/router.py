@@ -46,9 +46,10 @@ def bench_router(*, sim="verilator", fuzz=100_000, seed=1, throughput_count=2000
 
 def fuzz_failures(figures):
     """What a fuzz's figures show wrong, as one line (empty when nothing): copies lost,
-    reordered or unexpected, or drops counted other than expected."""
-    wrong = [f"{figures[key]} {key}" for key in ("lost", "reordered", "unexpected")
-             if figures[key]]
+    reordered or unexpected, inputs that took a word before their own update was seen, or
+    drops counted other than expected."""
+    wrong = [f"{figures[key]} {key}" for key in ("lost", "reordered", "unexpected",
+                                                   "early_takes") if figures.get(key)]
     if figures["drops_counted"] != figures["drops_expected"]:
         wrong.append(f"drops counted {figures['drops_counted']}, expected "
                      f"{figures['drops_expected']}")

@@ -227,15 +227,16 @@ def _pacing(rng):
 
 
 def fuzz_router(count, *, seed=1, batch=10_000, visible_after=2, corrupt=None,
-                progress=None):
+                progress=None, router=None):
     """Run ``count`` wavelets; the figures as a dict (the checks are the caller's to judge).
 
     ``visible_after`` and ``corrupt`` (a function given each batch's delivered words per output,
     returning them altered) are the self-test's seeded bugs. ``progress(done, figures)`` is
-    called after every batch.
+    called after every batch. ``router``: another design than the testbench's (a mutant), with
+    its parameters.
     """
     started = time.monotonic()
-    router = testbench_router()
+    router = testbench_router() if router is None else router
     executable, build_seconds = build_router_harness(router)
     model = TimedRouterModel(router, visible_after=visible_after)
     rng = np.random.default_rng(seed)
@@ -266,6 +267,7 @@ def fuzz_router(count, *, seed=1, batch=10_000, visible_after=2, corrupt=None,
     figures = {key: int(totals[key]) for key in (
         "wavelets", "batches", "cycles", "copies", "delivered", "lost", "reordered",
         "unexpected", "drops_counted", "drops_expected")}
+    figures["early_takes"] = int(model.counts["early_takes"])
     figures.update({key: int(model.counts[key]) for key in (
         "reconfigurations", "route_writes", "switch_commands", "advances", "resets",
         "teardowns", "reopened", "torn_wavelets", "raced_wavelets", "stale_switches",

@@ -133,10 +133,21 @@ class TimedRouterModel:
             expected.words.append(leaving[mask])
             expected.group.append(group[mask])
             expected.seq.append(seq[mask])
+        self.counts["early_takes"] += self._early_takes(taken)
         self.counts.update({
             "torn_wavelets": torn_words, "raced_wavelets": raced, "bad_configs": int(bad_cfg.sum()),
             "forwarded_configs": int((is_cfg & ~consume & ~drop).sum())})
         return expected
+
+    def _early_takes(self, taken):
+        """Inputs that took a word before their own update was seen (the router's input waits
+        for it, so its next wavelet is routed by it): a contract broken whatever the routes."""
+        early = 0
+        for p, cycle, seen in self._waits:
+            cycles = np.asarray(taken[p])
+            after = np.searchsorted(cycles, cycle, side="right")
+            early += int(after < len(cycles) and cycles[after] < seen)
+        return early
 
     def _reopening(self, torn, index, color):
         """The version a torn wavelet is routed by: the first after ``index`` that is not torn,
@@ -154,8 +165,16 @@ class TimedRouterModel:
         """Run the update engine over the batch; each color's versions as
         ``[(visible from cycle, rx, tx, torn), ...]``, the first the state at the start."""
         versions = {c: [(-1, *self._route(c))] for c in range(self.n_colors)}
+        self._waits = []              # (input, cycle taken, cycle its update is seen from)
         pending = {}                  # input -> (cycle taken, update)
         engine = [-1]                 # the first cycle the engine may grant in
+
+        def grant(winner, g):
+            self.granted_last, engine[0] = winner, g + 1
+            taken, update = pending.pop(winner)
+            self._waits.append((winner, taken, g + 2))
+            c = self._apply(update)
+            versions[c].append((g + self.visible_after, *self._route(c)))
 
         def advance(limit):
             while pending:
@@ -166,17 +185,14 @@ class TimedRouterModel:
                     winner = (self.granted_last + k) % PORTS
                     if winner in pending and pending[winner][0] + 1 <= g:
                         break
-                self.granted_last, engine[0] = winner, g + 1
-                c = self._apply(pending.pop(winner)[1])
-                versions[c].append((g + self.visible_after, *self._route(c)))
+                grant(winner, g)
 
         events = np.flatnonzero(config | is_switch)
         for i in events[np.lexsort((port[events], t[events]))]:
             p, cycle = int(port[i]), int(t[i])
             advance(cycle - 2)
-            if p in pending:
-                raise RuntimeError(f"input {p} took an update in cycle {cycle} while one "
-                                   f"was pending")
+            if p in pending:        # taken before its last update was seen: `early_takes`
+                grant(p, max(engine[0], pending[p][0] + 1))
             if config[i]:
                 update = ("write" if cfg["op"][i] == ConfigOp.WRITE_ROUTE.value else "cmd",
                           int(cfg["target"][i]), int(cfg["cmd"][i]), int(cfg["position"][i]),

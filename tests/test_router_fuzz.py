@@ -137,6 +137,35 @@ def test_fuzz_catches_reordering():
     assert figures["reordered"] > 0 and figures["lost"] == figures["unexpected"] == 0, figures
 
 
+#: Bugs seeded in the RTL (a copy of the module, the files untouched), each built on its own.
+RTL_MUTATIONS = {
+    "input_takes_before_its_update_is_seen": (
+        "router_input", "RouterInput", "lock.eq(slot_valid | applying)", "lock.eq(slot_valid)"),
+    "advance_does_not_wrap": (
+        "route_state", "RouteState",
+        "new.current.eq(Mux(was.current >= was.last, 0, was.current + 1))",
+        "new.current.eq(was.current + 1)"),
+    "reopened_head_keeps_its_old_route": (
+        "router_input", "RouterInput", "owed_next = Mux(resumed, again.tx, left)",
+        "owed_next = Mux(resumed, head.tag.tx, left)"),
+}
+
+
+@HARNESS
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(RTL_MUTATIONS))
+def test_fuzz_catches_rtl_mutations(name):
+    """Each seeded RTL bug fails a short fuzz (about a minute each to build)."""
+    from tests.formal.sby import mutant
+
+    module, part, old, new = RTL_MUTATIONS[name]
+    mutated = mutant(module, {old: new})
+    router = mutant("router", {}, **{part: getattr(mutated, part)}).Router
+    figures = fuzz_router(40_000, seed=7,
+                          router=router.from_params(router_run.testbench_router().params()))
+    assert fuzz_failures(figures) != "", figures
+
+
 @HARNESS
 @pytest.mark.slow
 def test_ten_million_wavelets():
