@@ -75,7 +75,7 @@ class CompiledModel:
         x = self._inputs(x)
         if state is None:
             if self.engine is None:
-                self._start(len(x))
+                self._start(len(x), training=False)
             self._sync_in()
             logits = self.engine.predict(x)
             return torch.from_numpy(logits.T.astype(np.float32))
@@ -88,8 +88,10 @@ class CompiledModel:
             raise UnsupportedError(f"a batch of {len(x)} cannot give each of the "
                                    f"{self.backend.systems} systems a sample (drop_last=True "
                                    f"in the DataLoader)")
+        if self.engine is not None and self.optimizer is None:
+            self.close()            # started for evaluation alone: start again to train
         if self.engine is None:
-            self._start(len(x))
+            self._start(len(x), training=True)
         self._sync_in()
         self._check_optimizer()
         logits = self.engine.forward(x)
@@ -109,9 +111,16 @@ class CompiledModel:
 
     # -- the systems --------------------------------------------------------------------------
 
-    def _start(self, batch):
-        """MemoryX, SwarmX and the systems, from the module, its optimizer and its sparsity."""
+    def _start(self, batch, *, training):
+        """MemoryX, SwarmX and the systems, from the module, its optimizer and its sparsity
+        (for evaluation alone, without an optimizer, and the masks the schedule has not drawn
+        yet: every weight the module holds)."""
         found = optimizers_of(self.parameters)
+        if not training and not found:
+            self.engine = MeshEngine(self.backend, self.layers, optimizer=None, schedule=None,
+                                     sparse=[], shard=shard_of(batch, self.backend.systems))
+            self._versions = None
+            return
         if len(found) != 1:
             raise UnsupportedError(
                 "no wse.torch.optim optimizer holds the model's parameters: make one "

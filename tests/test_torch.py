@@ -229,6 +229,19 @@ def test_parameters_hold_the_trained_weights_and_round_trip(tmp_path):
     compiled.close()
 
 
+def test_evaluation_before_training_needs_no_optimizer():
+    """The mesh's forward pass of an untrained module, then training from it."""
+    x, y, x_test, _ = _digits(32)
+    model = _mlp()
+    compiled = wtorch.compile(model, wtorch.backend("golden"))
+    logits = compiled(x_test)
+    _, bound, _ = logit_bound(compiled, x_test)
+    assert (np.abs(logits.numpy() - model(x_test).detach().numpy()) <= bound).all()
+    _stepper(compiled, wtorch.optim.SGD(model.parameters(), lr=0.1))(x, y)
+    assert compiled.summary()["steps"] == 1
+    compiled.close()
+
+
 @pytest.mark.parametrize("fmt", ["int16", "bf16"])
 def test_the_module_on_the_cpu_predicts_what_the_mesh_predicts(fmt):
     """The mesh's logits lie within :func:`logit_bound` of the module's own in PyTorch, and
