@@ -76,6 +76,7 @@ class TimedRouterModel:
         self.current = np.zeros(self.n_colors, dtype=np.int64)
         self.torn = np.zeros(self.n_colors, dtype=bool)
         self.granted_last = PORTS - 1          # the round robin's reset value
+        self._waits = []          # a batch's (input, cycle taken, cycle its update is seen from)
         self.counts = Counter()
 
     def _route(self, color):
@@ -165,7 +166,7 @@ class TimedRouterModel:
         """Run the update engine over the batch; each color's versions as
         ``[(visible from cycle, rx, tx, torn), ...]``, the first the state at the start."""
         versions = {c: [(-1, *self._route(c))] for c in range(self.n_colors)}
-        self._waits = []              # (input, cycle taken, cycle its update is seen from)
+        self._waits = []
         pending = {}                  # input -> (cycle taken, update)
         engine = [-1]                 # the first cycle the engine may grant in
 

@@ -2,12 +2,16 @@
 hand-made timings, the checker on corrupted outputs, a short fuzz on the compiled harness, and
 the seeded bugs it catches. The 10-million-wavelet run is under ``slow`` (``make regress``)."""
 
+import json
+
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from wse.bench.router import fuzz_failures
 from wse.bench.router_fuzz import fuzz_router
 from wse.bench.router_fuzz_model import Expected, TimedRouterModel, check_outputs
+from wse.host.cli import main
 from wse.rtl.wavelet import CONFIG, WAVELET, ConfigOp, Direction
 from wse.sim import router_run
 
@@ -101,6 +105,18 @@ def test_short_fuzz_is_clean(figure):
                 "reopened", "torn_wavelets", "raced_wavelets", "forwarded_configs",
                 "bad_configs", "drops_expected"):
         assert figures[key] > 0, (key, figures)
+
+
+@HARNESS
+def test_command():
+    """``wse bench router --reconfigure``: the figures as JSON; Icarus refused in one line."""
+    result = CliRunner().invoke(main, ["bench", "router", "--reconfigure", "--fuzz", "3000",
+                                       "--seed", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures["wavelets"] >= 3000 and figures["lost"] == 0 and figures["reconfigurations"]
+    result = CliRunner().invoke(main, ["bench", "router", "--reconfigure", "--sim", "icarus"])
+    assert result.exit_code == 2 and "runs on Verilator's compiled harness" in result.output
 
 
 def _drop_one(delivered):
