@@ -172,7 +172,7 @@ def report(build, out, json_path=None):
         raise SystemExit(f"no coverage-*.dat under {build}: run the regression with "
                          f"WSE_COVERAGE=1 first (make coverage)")
     coverage = analyse(merge(dats))
-    designs = sorted({Path(f).stem for f in coverage.maps})
+    designs = sorted({Path(f).parent.name for f in coverage.maps})     # top-digest
     data = figures_json(coverage, runs=len(dats), designs=designs)
     out = Path(out)
     write_html(coverage, data, out)

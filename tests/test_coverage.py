@@ -91,7 +91,7 @@ def test_a_coverage_run_writes_the_report(tmp_path, monkeypatch):
     assert len(list(result.test_dir.glob("coverage-*.dat"))) == 1
     data, text = report(result.test_dir, tmp_path / "report", tmp_path / "coverage.json")
     assert json.loads((tmp_path / "coverage.json").read_text()) == data
-    assert data["runs"] == 1 and data["designs"] == ["mac_8_16"]
+    assert data["runs"] == 1 and data["designs"] == [built.directory.name]
     assert "rtl/mac.py" in data["modules"]
     for figures in [data["total"], *data["modules"].values()]:
         for name in ("line", "toggle", "verilog_line"):
