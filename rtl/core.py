@@ -1,31 +1,23 @@
 """The compute core of a processing element: dataflow tasks, zero-skip AXPY, partial sums."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .core_acc import AccBuffers
 from .core_count import CounterBank
-from .core_input import SKIP_OP, InputSorter
+from .core_dispatch import Dispatcher
+from .core_input import InputSorter
 from .core_lane import AxpyLane
 from .core_params import CoreParams
 from .core_read import ReadEngine
-from .core_rows import RowSplit, below
-from .isa import (
-    CR_O_BITS,
-    MASK_CHUNK,
-    AddrArg,
-    CrArg,
-    MaskArg,
-    ReadArg,
-    core_strap_layout,
-)
+from .isa import MaskArg, ReadArg, core_strap_layout
 from .psum import PsumEngine
 from .validate import integer
-from .wavelet import ControlOp, ControlPayload, Wavelet
+from .wavelet import ControlPayload, Wavelet
 
-__all__ = ["Core"]
+__all__ = ["Core", "OutputRegister"]
 
 
 class Core(wiring.Component):
@@ -34,18 +26,18 @@ class Core(wiring.Component):
     Components, joined with ``wiring.connect``: the :class:`~rtl.core_input.InputSorter` sorts
     wavelets by color into two psum FIFOs and a command FIFO (every other color, in order; a
     color other than ``cmd`` and ``weight`` is dropped as an error when it reaches the head).
-    The dispatcher, here, runs the commands one at a time: ADDR, LOAD, READ (through the
-    :class:`~rtl.core_read.ReadEngine`), AXPY, CR, MASK. An AXPY walks the nonzero tokens of its
-    slot whose gate bit is set, ``lanes`` banks in parallel, one token per bank per cycle, each
-    bank an :class:`~rtl.core_lane.AxpyLane` with its own MAC and its bits of the gate; a zero
-    weight costs one cycle and no multiply. A MASK (the sorter keeps only this column's) sets
-    16 gate bits in a cycle. A CR (its output feature split by a
+    The :class:`~rtl.core_dispatch.Dispatcher` runs the commands one at a time: ADDR, LOAD, READ
+    (through the :class:`~rtl.core_read.ReadEngine`), AXPY, CR, MASK. An AXPY walks the nonzero
+    tokens of its slot whose gate bit is set, ``lanes`` banks in parallel, one token per bank
+    per cycle, each bank an :class:`~rtl.core_lane.AxpyLane` with its own MAC and its bits of
+    the gate; a zero weight costs one cycle and no multiply. A MASK (the sorter keeps only this
+    column's) sets 16 gate bits in a cycle. A CR (its output feature split by a
     :class:`~rtl.core_rows.RowSplit`, no divider) hands the active buffer of the
     :class:`~rtl.core_acc.AccBuffers` to the :class:`~rtl.psum.PsumEngine`, switches to the
     next (zeroed) buffer and sets every gate bit again; one with ``skip`` (``CrArg``) only sets
     the gate bits: no buffer, so it never waits for one. The counters are a
     :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder, or two), read by the READ
-    engine.
+    engine. The :class:`OutputRegister` sends the engine's words first, then READ replies.
 
     Latency: an AXPY's last accumulation lands 2 cycles after its last issue. Throughput: one
     command per cycle, an AXPY in ``max(1, max over banks of nonzero gated tokens)`` cycles. A CR
@@ -140,26 +132,22 @@ class Core(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, fmt = self.params, self.params.fmt
-        colors, row = (self.strap, self.strap.row) if self.straps else (p.colors, p.row)
-        log_tok, log_lanes = p.n_tok.bit_length() - 1, p.lanes.bit_length() - 1
-
-        # -- the parts ------------------------------------------------------------------------
+        colors = self.strap if self.straps else p.colors
         sorter = m.submodules.sorter = InputSorter(p, cmd_depth=self.cmd_depth,
                                                    psum_depth=self.psum_depth, straps=self.straps,
                                                    registered_ramp=self.registered_ramp,
                                                    held_copies=self.held_copies,
                                                    ramp_psums=self.ramp_psums)
+        disp = m.submodules.dispatch = Dispatcher(p)
         engine = m.submodules.psum = PsumEngine(p, straps=self.straps)
         accs = m.submodules.acc = AccBuffers(p, self.acc_buffers)
         reader = m.submodules.read = ReadEngine(p)
         bank = m.submodules.counters = CounterBank(p, adders=self.counter_adders)
-        inc = bank.inc
-        wiring.connect(m, reader.count, bank.port)
+        out = m.submodules.out = OutputRegister()
         lanes = [AxpyLane(p, b) for b in range(p.lanes)]
         for b, lane in enumerate(lanes):
             m.submodules[f"lane{b}"] = lane
             wiring.connect(m, lane.acc, getattr(accs, f"mac{b}"))
-        split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)         # the head's CR
         if self.straps:
             m.d.comb += [sorter.strap.eq(self.strap), engine.strap.eq(self.strap)]
         wiring.connect(m, wiring.flipped(self.i), sorter.i)
@@ -167,167 +155,103 @@ class Core(wiring.Component):
         wiring.connect(m, wiring.flipped(self.psum_s_in), sorter.psum_s_in)
         wiring.connect(m, sorter.psum_n, engine.psum_n)
         wiring.connect(m, sorter.psum_s, engine.psum_s)
+        wiring.connect(m, sorter.cmd, disp.cmd)
         wiring.connect(m, accs.job, engine.job)
         wiring.connect(m, engine.acc, accs.drain)
+        wiring.connect(m, reader.count, bank.port)
+        wiring.connect(m, engine.out, out.first)
+        wiring.connect(m, reader.out, out.second)
+        wiring.connect(m, out.o, wiring.flipped(self.o))
         m.d.comb += self.accept.eq(sorter.accept)
-        # counted a cycle later: the ramp's offer and the core's accept are one combinational
-        # path through the router, and the counter's adder does not need to be on it
-        taken = Signal.like(sorter.taken)
-        m.d.sync += taken.eq(sorter.taken)
-        m.d.comb += inc.wavelets_in.eq(taken[0] + taken[1] + taken[2])
 
         y = m.submodules.y = Memory(shape=fmt.operand_shape, depth=p.n_out * p.n_tok, init=[])
         y_rp, y_wp = y.read_port(), y.write_port()
+        head, held = sorter.cmd.head, sorter.cmd.held
+        arg = data.View(ControlPayload, head.data).arg
         m.d.comb += [
             y_wp.addr.eq(engine.y_address), y_wp.data.eq(engine.y_value),
             y_wp.en.eq(engine.y_write),
             y_rp.addr.eq(reader.y_address), y_rp.en.eq(reader.y_read), reader.y_data.eq(y_rp.data),
             reader.overflow.eq(self.overflow),          # the ``overflow`` counter is the flag
             reader.out_color.eq(colors.out),
+            reader.start.eq(disp.start_read), disp.reader_active.eq(reader.active),
+            reader.arg.eq(data.View(ReadArg, arg)),
+            disp.acc_full.eq(accs.full), disp.acc_pending.eq(accs.pending),
+            accs.issue.eq(disp.walk), accs.retire.eq(disp.retire),
+            accs.retire_job.eq(disp.retire_job),
+            disp.lanes_busy.eq(Cat(lane.busy for lane in lanes).any()),
+            disp.lanes_done.eq(Cat(lane.done for lane in lanes)),
         ]
-        for b, lane in enumerate(lanes):
-            m.d.comb += [lane.read.eq(reader.x_read[b]), lane.read_address.eq(reader.x_address),
-                         reader.x_data[b].eq(lane.x_data)]
-
-        # -- command decode -----------------------------------------------------------------
-        cmd = sorter.cmd
-        head, held = cmd.head, cmd.held       # ``held``: the head's class, slot, zero, in FFs
-        ctrl = data.View(ControlPayload, head.data)
-        arg, op = ctrl.arg, held.op.as_value()      # the opcode from flip-flops
-        is_weight, is_data = held.is_weight, ~held.ctrl
-        value = fmt.operand_from_bits(head.data)
-        zero_value = held.zero
-        slot = held.slot
-        mask_arg = data.View(MaskArg, arg)
-        cr_arg = data.View(CrArg, arg)
-        pop, walk, load, retire = Signal(), Signal(), Signal(), Signal()
-        free = Signal()                    # a CR with ``skip`` takes effect: the gate alone
-        gate_reset = Signal()              # a CR takes effect (hands its buffer over, or skips)
-        busy, stall, error_now = Signal(), Signal(), Signal()
-        axpy_done = Signal()               # an AXPY's last cycle
-        active = Signal()                  # an AXPY is part-way through its tokens
-        ptr = Signal(16)                   # the load pointer: feature, then token
-        f_of_ptr, t_of_ptr = ptr >> log_tok, ptr[:log_tok]
-        feature = Signal(range(p.n_feat))  # the mask the lanes read: the AXPY's or the LOAD's
-        pipeline_busy = Cat(lane.busy for lane in lanes).any()
-        m.d.comb += [cmd.take.eq(pop), feature.eq(Mux(is_data & is_weight, slot, f_of_ptr)),
-                     accs.issue.eq(walk), split.o.eq(cr_arg.o)]
+        value, zero_value = fmt.operand_from_bits(head.data), held.zero
         for b, lane in enumerate(lanes):
             m.d.comb += [
-                lane.feature.eq(feature), lane.walk.eq(walk), lane.active.eq(active),
+                disp.lanes_nonzero[b].eq(lane.nonzero),
+                lane.feature.eq(disp.feature), lane.walk.eq(disp.walk),
+                lane.active.eq(disp.active),
                 lane.weight.eq(value), lane.zero_weight.eq(zero_value),
-                lane.load.eq(load & (t_of_ptr[:log_lanes] == b)),
-                lane.load_index.eq(t_of_ptr >> log_lanes), lane.load_value.eq(value),
-                lane.load_zero.eq(zero_value),
-                lane.gate_arg.eq(mask_arg), lane.gate_reset.eq(gate_reset),
+                lane.load.eq(disp.load[b]), lane.load_index.eq(disp.load_index),
+                lane.load_value.eq(value), lane.load_zero.eq(zero_value),
+                lane.gate_arg.eq(data.View(MaskArg, arg)),
+                lane.gate_write.eq(disp.gate_write), lane.gate_reset.eq(disp.gate_reset),
+                lane.read.eq(reader.x_read[b]), lane.read_address.eq(reader.x_address),
+                reader.x_data[b].eq(lane.x_data),
             ]
-
-        # -- the dispatcher -------------------------------------------------------------------
-        with m.If(reader.active):
-            pass                                           # the READ engine's cycle
-        with m.Elif(cmd.valid):
-            # a foreign color, an AXPY of a slot outside X and a CR of a result slot outside
-            # Y come as an unknown opcode (the sorter's ``DROPPED_OP``): dropped, an error
-            with m.If(is_data & ~is_weight):                                      # LOAD
-                m.d.comb += [pop.eq(1), busy.eq(1)]
-                m.d.sync += ptr.eq(ptr + 1)
-                with m.If(below(ptr, p.n_feat * p.n_tok)):
-                    m.d.comb += load.eq(1)
-                with m.Else():
-                    m.d.comb += error_now.eq(1)
-            with m.Elif(is_data):                                                 # AXPY
-                self._axpy(m, inc, zero_value, lanes, active, walk, pop, busy, axpy_done)
-            with m.Elif(op == ControlOp.ADDR.value):
-                m.d.comb += [pop.eq(1), busy.eq(1)]
-                m.d.sync += ptr.eq(data.View(AddrArg, arg).addr)
-            with m.Elif(op == ControlOp.READ.value):
-                with m.If(pipeline_busy | accs.pending):
-                    m.d.comb += stall.eq(1)
-                with m.Else():
-                    m.d.comb += [pop.eq(1), busy.eq(1), reader.start.eq(1)]
-            with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
-                with m.If(accs.full):
-                    m.d.comb += stall.eq(1)
-                with m.Else():
-                    # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
-                    m.d.comb += [pop.eq(1), stall.eq(1), retire.eq(1)]
-            with m.Elif(op == SKIP_OP):         # a CR with ``skip`` (the sorter's): no buffer
-                m.d.comb += [pop.eq(1), stall.eq(1), free.eq(1)]
-            with m.Elif(op == ControlOp.MASK.value):         # this column's (the sorter's)
-                m.d.comb += [pop.eq(1), busy.eq(1)]
-                chunks = -(-p.n_tok // MASK_CHUNK)
-                with m.If(below(mask_arg.chunk, chunks)):
-                    m.d.comb += [lane.gate_write.eq(1) for lane in lanes]
-                with m.Else():
-                    m.d.comb += error_now.eq(1)
-            with m.Elif(op.matches(*(o.value for o in (ControlOp.NOP, ControlOp.ADVANCE,
-                                                       ControlOp.RESET, ControlOp.TEARDOWN)))):
-                m.d.comb += [pop.eq(1), busy.eq(1)]
-            with m.Else():
-                m.d.comb += [pop.eq(1), busy.eq(1), error_now.eq(1)]
-        m.d.comb += reader.arg.eq(data.View(ReadArg, arg))
-
-        # -- a CR right behind an AXPY rides on the AXPY's last cycle ------------------------------
-        # (the input sorter worked out whether it is one, and its job, as it was written)
-        # (``hand``: it hands its buffer over, when one is free; ``free``: a CR with ``skip``,
-        # which hands none and never waits)
-        nxt = cmd.next
-        fuse, fuse_free = Signal(), Signal()
-        m.d.comb += [
-            fuse.eq(axpy_done & cmd.next_valid & nxt.hand & ~accs.full),
-            fuse_free.eq(axpy_done & cmd.next_valid & nxt.free),
-            cmd.take2.eq(fuse | fuse_free),
-            accs.retire.eq(retire | fuse),
-            gate_reset.eq(retire | fuse | free | fuse_free),
-            # every field, in every cycle (the CR queue takes it only with ``retire``)
-            accs.retire_job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
-            accs.retire_job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
-            accs.retire_job.raw.eq(Mux(fuse, nxt.job.raw, op == ControlOp.CR_OUT.value)),
-            accs.retire_job.quiet_n.eq(Mux(fuse, nxt.job.quiet_n, cr_arg.quiet_n)),
-            accs.retire_job.quiet_s.eq(Mux(fuse, nxt.job.quiet_s, cr_arg.quiet_s)),
-        ]
-
-        # -- output: engine first, then READ replies, through one register ------------------------
-        out_free = ~self.o.valid | self.o.ready
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(out_free & engine.out.valid):
-            m.d.comb += engine.out.ready.eq(1)
-            m.d.sync += [self.o.payload.eq(engine.out.payload), self.o.valid.eq(1)]
-        with m.Elif(out_free & reader.out.valid):
-            m.d.comb += reader.out.ready.eq(1)
-            m.d.sync += [self.o.payload.eq(reader.out.payload), self.o.valid.eq(1)]
-
-        # -- counters and flags -----------------------------------------------------------------
-        m.d.comb += [
-            inc.wavelets_out.eq((engine.out.valid & engine.out.ready)
-                                | (reader.out.valid & reader.out.ready)),
-            inc.busy_cycles.eq(busy | reader.busy), inc.stall_cycles.eq(stall | reader.stall),
-            inc.errors.eq(error_now | reader.error),
-        ]
-        with m.If(error_now | reader.error):
+        self._counters(m, sorter, disp, reader, engine, bank.inc)
+        with m.If(disp.error | reader.error):
             m.d.sync += self.error.eq(1)
         with m.If(Cat(*(lane.overflow for lane in lanes), engine.overflow).any()):
             m.d.sync += self.overflow.eq(1)
-        m.d.comb += self.idle.eq(~(cmd.valid | sorter.psum_n.valid | sorter.psum_s.valid
-                                   | active | pipeline_busy | accs.pending | reader.active
-                                   | engine.y_write | self.o.valid))
+        m.d.comb += self.idle.eq(~(sorter.cmd.valid | sorter.psum_n.valid | sorter.psum_s.valid
+                                   | disp.active | disp.lanes_busy | accs.pending
+                                   | reader.active | engine.y_write | self.o.valid))
         return m
 
-    def _axpy(self, m, inc, zero_value, lanes, active, walk, pop, busy, axpy_done):
-        """One cycle of an AXPY (of a slot in ``X``: the sorter made any other an unknown
-        opcode): every lane issues the lowest nonzero token it has left."""
-        p = self.params
-        m.d.comb += [busy.eq(1), walk.eq(1)]
-        with m.If(Cat(lane.done for lane in lanes).all()):
-            m.d.comb += [pop.eq(1), axpy_done.eq(1)]
-            m.d.sync += active.eq(0)
-        with m.Else():
-            m.d.sync += active.eq(1)
-        with m.If(~active):
-            nonzero = sum(lane.nonzero for lane in lanes)
-            with m.If(~zero_value):
-                m.d.comb += [inc.macs_issued.eq(nonzero),
-                             inc.macs_skipped_act.eq(p.n_tok - nonzero)]
-            with m.Else():
-                m.d.comb += inc.macs_skipped_weight.eq(1)
+    @staticmethod
+    def _counters(m, sorter, disp, reader, engine, inc):
+        """This cycle's counter increments."""
+        # the wavelets taken are counted a cycle later: the ramp's offer and the core's accept
+        # are one combinational path through the router, and the counter's adder does not
+        # need to be on it
+        taken = Signal.like(sorter.taken)
+        m.d.sync += taken.eq(sorter.taken)
+        m.d.comb += [
+            inc.wavelets_in.eq(taken[0] + taken[1] + taken[2]),
+            inc.wavelets_out.eq((engine.out.valid & engine.out.ready)
+                                | (reader.out.valid & reader.out.ready)),
+            inc.busy_cycles.eq(disp.busy | reader.busy),
+            inc.stall_cycles.eq(disp.stall | reader.stall),
+            inc.errors.eq(disp.error | reader.error),
+            inc.macs_issued.eq(disp.macs_issued), inc.macs_skipped_act.eq(disp.macs_skipped_act),
+            inc.macs_skipped_weight.eq(disp.macs_skipped_weight),
+        ]
+
+
+class OutputRegister(wiring.Component):
+    """Two streams into one register: ``first`` has priority over ``second``.
+
+    The core's output: the partial-sum engine's words first, then READ replies. Latency: a word
+    taken in one cycle is on ``o`` in the next. Throughput: a word a cycle (a word is taken in
+    the cycle ``o``'s is taken).
+
+    Members
+    -------
+    first, second : In(stream.Signature(Wavelet))
+    o : Out(stream.Signature(Wavelet))
+    """
+
+    first: In(stream.Signature(Wavelet))
+    second: In(stream.Signature(Wavelet))
+    o: Out(stream.Signature(Wavelet))
+
+    def elaborate(self, platform):
+        m = Module()
+        out_free = ~self.o.valid | self.o.ready
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(out_free & self.first.valid):
+            m.d.comb += self.first.ready.eq(1)
+            m.d.sync += [self.o.payload.eq(self.first.payload), self.o.valid.eq(1)]
+        with m.Elif(out_free & self.second.valid):
+            m.d.comb += self.second.ready.eq(1)
+            m.d.sync += [self.o.payload.eq(self.second.payload), self.o.valid.eq(1)]
+        return m

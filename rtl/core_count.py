@@ -74,7 +74,7 @@ class CounterBank(wiring.Component):
     entry ("written since reset"; an entry whose flag is clear reads 0): one reset edge clears
     the counters, the LUT RAM keeps no state across it. The flag is the read's top address
     bit: the LUT RAM has 16 words, the upper 8 never written, so they read 0 (their initial
-    value) and the flag costs no 32-bit gate (26 LUT4 on the ULX3S tile). About 1 place a bit
+    value) and the flag costs no 32-bit gate (``docs/fpga.md``). About 1 place a bit
     of the pending registers, 8 LUT-RAM cells for each read port and a 32-bit adder (a second
     of each with ``adders=2``); a counter of its own took a 32-bit adder and its 32 bits of
     the READ multiplexer.

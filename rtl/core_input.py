@@ -11,8 +11,8 @@ from .peek_fifo import LutFIFO, PeekFIFO, PeekSignature
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
 
-__all__ = ["COMMAND", "DROPPED_OP", "SKIP_OP", "InputSorter", "command_held_layout",
-           "cr_ahead_layout"]
+__all__ = ["COMMAND", "DROPPED_OP", "SKIP_OP", "CommandDecode", "InputSorter",
+           "command_held_layout", "cr_ahead_layout"]
 
 #: An entry of the command FIFO: the wavelet, its color as the dispatcher needs it (``cmd``,
 #: ``weight``, or neither: a foreign color).
@@ -90,9 +90,8 @@ class InputSorter(wiring.Component):
         skips the router), so a tile turns this off: a psum color on ``i`` is then a foreign
         one (dropped at dispatch, an error), the psum FIFOs are written by the bypass alone
         and ``accept`` answers for the psum colors as for any other command (bits 1 and 2 equal
-        bit 0). With the tile's ramp answer by two classes instead of four, 77 LUT4 places an
-        interior tile of the ULX3S's 4x4 (the two 32-bit multiplexers in front of the FIFOs, and
-        the ramp's choices by class; ``docs/fpga.md``).
+        bit 0). The tile's ramp is then answered by two classes instead of four, and the two
+        32-bit multiplexers in front of the psum FIFOs go (the area: ``docs/fpga.md``).
     registered_ramp : bool
         The ramp ends in the router's output register: what the router grants in one cycle is
         offered on ``i`` in the next, so ``accept`` is a promise for the next cycle, on top of
@@ -193,40 +192,19 @@ class InputSorter(wiring.Component):
         cmd_room = cmdq.w.ready | ~selected
         with m.If(self.i.valid & self.i.ready & is_select):
             m.d.sync += [sel_col.eq(arg[:width]), sel_far.eq(arg[width:].any())]
-        # the entry, and what the dispatcher needs if it is a CR (for the command in front of it)
-        split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)
-        cr_arg, op = data.View(CrArg, arg), control.op.as_value()
-        o = cr_arg.o
-        ahead = cmdq.w_peek
-        is_cr, ok = Signal(), Signal()
+        # the entry, and what the dispatcher needs of it: in flip-flops while it is the head,
+        # and as the entry behind the head if it is a CR
+        decode = m.submodules.decode = CommandDecode(p, straps=self.straps)
+        if self.straps:
+            m.d.comb += decode.row.eq(self.strap.row)
         m.d.comb += [
             cmdq.w.payload.data.eq(self.i.payload.data),
             cmdq.w.payload.ctrl.eq(self.i.payload.ctrl),
             cmdq.w.payload.is_cmd.eq(is_cmd), cmdq.w.payload.is_weight.eq(is_weight),
             cmdq.w.valid.eq(self.i.valid & to_cmd & ~discard),
-            split.o.eq(o),
-            ahead.job.slot.eq(split.slot), ahead.job.owner.eq(split.owner),
-            ahead.job.raw.eq(op == ControlOp.CR_OUT.value),
-            ahead.job.quiet_n.eq(cr_arg.quiet_n), ahead.job.quiet_s.eq(cr_arg.quiet_s),
-            is_cr.eq(self.i.payload.ctrl & (is_cmd | is_weight)
-                     & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
-            ahead.hand.eq(is_cr & ok & ~cr_arg.skip), ahead.free.eq(is_cr & ok & cr_arg.skip),
-        ]
-        row = self.strap.row if self.straps else p.row
-        # from the sources, not read back from ``ahead`` (one vector with ``hand`` and ``free``,
-        # which depend on ``ok``: Verilator would see a combinational loop through it)
-        m.d.comb += ok.eq((op == ControlOp.CR_OUT.value) | (split.owner != row)
-                          | below(o, p.n_out * p.rows))               # o // rows < n_out
-        held, weight = cmdq.w_held, data.View(WeightPayload, self.i.payload.data)
-        dropped = ((~is_cmd & ~is_weight)                                      # foreign
-                   | (~self.i.payload.ctrl & is_weight & ~below(weight.slot, p.n_feat))
-                   | (is_cr & ~ok))                            # CR with a slot outside Y
-        m.d.comb += [
-            held.ctrl.eq(self.i.payload.ctrl | dropped),
-            held.op.as_value().eq(Mux(dropped, DROPPED_OP,
-                                      Mux(is_cr & cr_arg.skip, SKIP_OP, op))),
-            held.is_weight.eq(is_weight), held.slot.eq(weight.slot),
-            held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.i.payload.data))),
+            decode.data.eq(self.i.payload.data), decode.ctrl.eq(self.i.payload.ctrl),
+            decode.is_cmd.eq(is_cmd), decode.is_weight.eq(is_weight),
+            cmdq.w_peek.eq(decode.ahead), cmdq.w_held.eq(decode.held),
         ]
         registered = self.registered_ramp
         room = []
@@ -277,4 +255,86 @@ class InputSorter(wiring.Component):
         m.d.comb += self.taken.eq(Cat(self.i.valid & self.i.ready & ~discard,
                                       self.psum_n_in.valid & self.psum_n_in.ready,
                                       self.psum_s_in.valid & self.psum_s_in.ready))
+        return m
+
+
+class CommandDecode(wiring.Component):
+    """What the dispatcher needs of a command FIFO entry, worked out as it is written: its
+    :func:`command_held_layout` part (``held``) and, for a carriage return, its
+    :func:`cr_ahead_layout` part (``ahead``, for when it is the entry behind the head).
+
+    Combinational (latency 0). Bad input: an entry only dropped as an error (a foreign color,
+    an AXPY whose slot is outside ``X``, a CR of this row with a result slot outside ``Y``)
+    gets the ``op`` :data:`DROPPED_OP` and is neither ``hand`` nor ``free``.
+
+    Parameters
+    ----------
+    params : CoreParams
+    straps : bool
+        The row from ``row`` instead of ``params.row``.
+
+    Members
+    -------
+    data, ctrl : In(32), In(1)
+        The wavelet's data and control bit.
+    is_cmd, is_weight : In(1)
+        Its color is ``cmd``, ``weight`` (neither: a foreign color).
+    row : In(core_strap_layout(rows, cols)["row"])
+        Only with ``straps=True``.
+    held : Out(command_held_layout(params))
+    ahead : Out(cr_ahead_layout(rows, n_out))
+    """
+
+    def __init__(self, params, *, straps=False):
+        if not isinstance(params, CoreParams):
+            raise TypeError(f"params must be a CoreParams, not {params!r}")
+        self.params = params
+        self.straps = bool(straps)
+        members = {
+            "data":      In(32),
+            "ctrl":      In(1),
+            "is_cmd":    In(1),
+            "is_weight": In(1),
+            "held":      Out(command_held_layout(params)),
+            "ahead":     Out(cr_ahead_layout(params.rows, params.n_out)),
+        }
+        if self.straps:
+            strap = data.Layout.cast(core_strap_layout(params.rows, params.cols))
+            members["row"] = In(strap["row"].shape)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        p, ahead, held = self.params, self.ahead, self.held
+        is_cmd, is_weight = self.is_cmd, self.is_weight
+        split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)
+        control = data.View(ControlPayload, self.data)
+        cr_arg, op = data.View(CrArg, control.arg), control.op.as_value()
+        o = cr_arg.o
+        is_cr, ok = Signal(), Signal()
+        m.d.comb += [
+            split.o.eq(o),
+            ahead.job.slot.eq(split.slot), ahead.job.owner.eq(split.owner),
+            ahead.job.raw.eq(op == ControlOp.CR_OUT.value),
+            ahead.job.quiet_n.eq(cr_arg.quiet_n), ahead.job.quiet_s.eq(cr_arg.quiet_s),
+            is_cr.eq(self.ctrl & (is_cmd | is_weight)
+                     & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
+            ahead.hand.eq(is_cr & ok & ~cr_arg.skip), ahead.free.eq(is_cr & ok & cr_arg.skip),
+        ]
+        row = self.row if self.straps else p.row
+        # from the sources, not read back from ``ahead`` (one vector with ``hand`` and ``free``,
+        # which depend on ``ok``: Verilator would see a combinational loop through it)
+        m.d.comb += ok.eq((op == ControlOp.CR_OUT.value) | (split.owner != row)
+                          | below(o, p.n_out * p.rows))               # o // rows < n_out
+        weight = data.View(WeightPayload, self.data)
+        dropped = ((~is_cmd & ~is_weight)                                      # foreign
+                   | (~self.ctrl & is_weight & ~below(weight.slot, p.n_feat))
+                   | (is_cr & ~ok))                            # CR with a slot outside Y
+        m.d.comb += [
+            held.ctrl.eq(self.ctrl | dropped),
+            held.op.as_value().eq(Mux(dropped, DROPPED_OP,
+                                      Mux(is_cr & cr_arg.skip, SKIP_OP, op))),
+            held.is_weight.eq(is_weight), held.slot.eq(weight.slot),
+            held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.data))),
+        ]
         return m

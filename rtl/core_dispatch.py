@@ -1,0 +1,207 @@
+"""The core's dispatcher: runs the command FIFO's head, one command at a time."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .core_input import COMMAND, SKIP_OP, command_held_layout, cr_ahead_layout
+from .core_params import CoreParams
+from .core_rows import RowSplit, below
+from .isa import CR_O_BITS, MASK_CHUNK, AddrArg, CrArg, MaskArg, cr_job_layout
+from .peek_fifo import PeekSignature
+from .wavelet import ControlOp, ControlPayload
+
+__all__ = ["Dispatcher"]
+
+#: The opcodes that only take their cycle.
+_PLAIN_OPS = (ControlOp.NOP, ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARDOWN)
+
+
+class Dispatcher(wiring.Component):
+    """Runs the command FIFO's head (``docs/pe.md``, "Dispatch"): ADDR, LOAD, READ (started on
+    the :class:`~rtl.core_read.ReadEngine`), AXPY (walked by the lanes), CR, MASK.
+
+    A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
+    and moves the pointer on; ADDR sets the pointer. An AXPY takes ``max(1, max over lanes of
+    the nonzero gated tokens left)`` cycles: ``walk`` while it runs, ``active`` from its second
+    cycle. A READ waits until the MACs and the accumulator buffers are idle, then starts the
+    READ engine and waits while the engine is ``reader_active``. A CR waits while the buffers
+    are ``acc_full``, then retires the active buffer (``retire``, with its job from the CR's
+    output feature); a CR with ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only
+    resets the gate bits. A CR right behind an AXPY (the sorter's ``next``) rides on the
+    AXPY's last cycle: both leave the FIFO at once (``take2``). A MASK of a chunk past
+    ``n_tok`` and an unknown opcode (the sorter's :data:`~rtl.core_input.DROPPED_OP` too) are
+    popped as an error.
+
+    Latency: combinational from the head (its ``held`` part from flip-flops) to ``take``, the
+    lanes' controls and the counts; ``ptr`` and ``active`` are registers.
+
+    Parameters
+    ----------
+    params : CoreParams
+
+    Members
+    -------
+    cmd : In(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out), command_held_layout(params)))
+        The command FIFO's head and the entry behind it.
+    reader_active : In(1)
+        The READ engine runs a READ: nothing else is dispatched.
+    start_read : Out(1)
+        Start the READ at the head.
+    acc_full, acc_pending : In(1)
+        The :class:`~rtl.core_acc.AccBuffers`' ``full`` and ``pending``.
+    retire : Out(1)
+    retire_job : Out(cr_job_layout(rows, n_out))
+        Hand the active buffer over, with this job (every field driven in every cycle).
+    lanes_busy : In(1)
+        Some lane's MAC pipeline holds an accumulation.
+    lanes_done : In(lanes)
+        Each lane has no gated nonzero token left in the AXPY's slot.
+    lanes_nonzero : In(ArrayLayout(range(tpb + 1), lanes))
+        Each lane's gated nonzero tokens in the slot.
+    feature : Out(range(n_feat))
+        The mask the lanes read: the AXPY's slot, or the LOAD pointer's feature.
+    walk, active : Out(1)
+        An AXPY's cycle; an AXPY is part-way through its tokens.
+    load : Out(lanes)
+        One-hot: the lane the LOAD at the head writes, at ``load_index``.
+    load_index : Out(range(tpb))
+    gate_write, gate_reset : Out(1)
+        A MASK sets its chunk of gate bits; a CR sets every gate bit.
+    busy, stall, error : Out(1)
+        This cycle's ``busy_cycles``, ``stall_cycles`` and ``errors`` increments.
+    macs_issued, macs_skipped_act : Out(range(n_tok + 1))
+    macs_skipped_weight : Out(1)
+        An AXPY's counts, in its first cycle.
+    """
+
+    def __init__(self, params):
+        if not isinstance(params, CoreParams):
+            raise TypeError(f"params must be a CoreParams, not {params!r}")
+        self.params = params
+        job = cr_job_layout(params.rows, params.n_out)
+        tok = range(params.n_tok + 1)
+        super().__init__({
+            "cmd":           In(PeekSignature(COMMAND, cr_ahead_layout(params.rows, params.n_out),
+                                              command_held_layout(params))),
+            "reader_active": In(1),
+            "start_read":    Out(1),
+            "acc_full":      In(1),
+            "acc_pending":   In(1),
+            "retire":        Out(1),
+            "retire_job":    Out(job),
+            "lanes_busy":    In(1),
+            "lanes_done":    In(params.lanes),
+            "lanes_nonzero": In(data.ArrayLayout(range(params.tpb + 1), params.lanes)),
+            "feature":       Out(range(params.n_feat)),
+            "walk":          Out(1),
+            "active":        Out(1),
+            "load":          Out(params.lanes),
+            "load_index":    Out(range(params.tpb)),
+            "gate_write":    Out(1),
+            "gate_reset":    Out(1),
+            "busy":          Out(1),
+            "stall":         Out(1),
+            "error":         Out(1),
+            "macs_issued":   Out(tok),
+            "macs_skipped_act": Out(tok),
+            "macs_skipped_weight": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, cmd = self.params, self.cmd
+        log_tok, log_lanes = p.n_tok.bit_length() - 1, p.lanes.bit_length() - 1
+        head, held = cmd.head, cmd.held       # ``held``: the head's class, slot, zero, in FFs
+        arg, op = data.View(ControlPayload, head.data).arg, held.op.as_value()
+        is_weight, is_data = held.is_weight, ~held.ctrl
+        cr_arg = data.View(CrArg, arg)
+        pop, load, retire = Signal(), Signal(), Signal()
+        free = Signal()                    # a CR with ``skip`` takes effect: the gate alone
+        axpy_done = Signal()               # an AXPY's last cycle
+        ptr = Signal(16)                   # the load pointer: feature, then token
+        f_of_ptr, t_of_ptr = ptr >> log_tok, ptr[:log_tok]
+        split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)         # the head's CR
+        m.d.comb += [cmd.take.eq(pop), split.o.eq(cr_arg.o),
+                     self.feature.eq(Mux(is_data & is_weight, held.slot, f_of_ptr)),
+                     self.load_index.eq(t_of_ptr >> log_lanes)]
+        m.d.comb += [self.load[b].eq(load & (t_of_ptr[:log_lanes] == b)) for b in range(p.lanes)]
+
+        with m.If(self.reader_active):
+            pass                                           # the READ engine's cycle
+        with m.Elif(cmd.valid):
+            # a foreign color, an AXPY of a slot outside X and a CR of a result slot outside
+            # Y come as an unknown opcode (the sorter's ``DROPPED_OP``): dropped, an error
+            with m.If(is_data & ~is_weight):                                      # LOAD
+                m.d.comb += [pop.eq(1), self.busy.eq(1)]
+                m.d.sync += ptr.eq(ptr + 1)
+                with m.If(below(ptr, p.n_feat * p.n_tok)):
+                    m.d.comb += load.eq(1)
+                with m.Else():
+                    m.d.comb += self.error.eq(1)
+            with m.Elif(is_data):                                                 # AXPY
+                self._axpy(m, pop, axpy_done)
+            with m.Elif(op == ControlOp.ADDR.value):
+                m.d.comb += [pop.eq(1), self.busy.eq(1)]
+                m.d.sync += ptr.eq(data.View(AddrArg, arg).addr)
+            with m.Elif(op == ControlOp.READ.value):
+                with m.If(self.lanes_busy | self.acc_pending):
+                    m.d.comb += self.stall.eq(1)
+                with m.Else():
+                    m.d.comb += [pop.eq(1), self.busy.eq(1), self.start_read.eq(1)]
+            with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
+                with m.If(self.acc_full):
+                    m.d.comb += self.stall.eq(1)
+                with m.Else():
+                    # a CR's own cycle is a wait: the CR is free when it rides on an AXPY (below)
+                    m.d.comb += [pop.eq(1), self.stall.eq(1), retire.eq(1)]
+            with m.Elif(op == SKIP_OP):         # a CR with ``skip`` (the sorter's): no buffer
+                m.d.comb += [pop.eq(1), self.stall.eq(1), free.eq(1)]
+            with m.Elif(op == ControlOp.MASK.value):         # this column's (the sorter's)
+                m.d.comb += [pop.eq(1), self.busy.eq(1)]
+                with m.If(below(data.View(MaskArg, arg).chunk, -(-p.n_tok // MASK_CHUNK))):
+                    m.d.comb += self.gate_write.eq(1)
+                with m.Else():
+                    m.d.comb += self.error.eq(1)
+            with m.Elif(op.matches(*(o.value for o in _PLAIN_OPS))):
+                m.d.comb += [pop.eq(1), self.busy.eq(1)]
+            with m.Else():
+                m.d.comb += [pop.eq(1), self.busy.eq(1), self.error.eq(1)]
+
+        # A CR right behind an AXPY rides on the AXPY's last cycle (the input sorter worked out
+        # whether it is one, and its job, as it was written). ``hand``: it hands its buffer
+        # over, when one is free; ``free``: a CR with ``skip``, which hands none, never waits.
+        nxt, job = cmd.next, self.retire_job
+        fuse, fuse_free = Signal(), Signal()
+        m.d.comb += [
+            fuse.eq(axpy_done & cmd.next_valid & nxt.hand & ~self.acc_full),
+            fuse_free.eq(axpy_done & cmd.next_valid & nxt.free),
+            cmd.take2.eq(fuse | fuse_free),
+            self.retire.eq(retire | fuse),
+            self.gate_reset.eq(retire | fuse | free | fuse_free),
+            # every field, in every cycle (the CR queue takes it only with ``retire``)
+            job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
+            job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
+            job.raw.eq(Mux(fuse, nxt.job.raw, op == ControlOp.CR_OUT.value)),
+            job.quiet_n.eq(Mux(fuse, nxt.job.quiet_n, cr_arg.quiet_n)),
+            job.quiet_s.eq(Mux(fuse, nxt.job.quiet_s, cr_arg.quiet_s)),
+        ]
+        return m
+
+    def _axpy(self, m, pop, axpy_done):
+        """One cycle of an AXPY (of a slot in ``X``: the sorter made any other an unknown
+        opcode): every lane issues the lowest nonzero token it has left."""
+        p, active = self.params, self.active
+        m.d.comb += [self.busy.eq(1), self.walk.eq(1)]
+        with m.If(self.lanes_done.all()):
+            m.d.comb += [pop.eq(1), axpy_done.eq(1)]
+            m.d.sync += active.eq(0)
+        with m.Else():
+            m.d.sync += active.eq(1)
+        with m.If(~active):
+            nonzero = sum(self.lanes_nonzero[b] for b in range(p.lanes))
+            with m.If(~self.cmd.held.zero):
+                m.d.comb += [self.macs_issued.eq(nonzero),
+                             self.macs_skipped_act.eq(p.n_tok - nonzero)]
+            with m.Else():
+                m.d.comb += self.macs_skipped_weight.eq(1)
