@@ -23,7 +23,7 @@ from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles, predict_io_cycles
 from wse.fabric.mesh_model import gemm_reference
-from wse.rtl.numfmt import BFloat16, number_format
+from wse.rtl.numfmt import number_format
 from wse.rtl.validate import count, number
 from wse.runtime import open_system
 
@@ -54,7 +54,7 @@ def random_operands(out_features, in_features, tokens, *, act_sparsity=0.0, seed
     fmt = number_format(fmt)
 
     def draw(shape):
-        if isinstance(fmt, BFloat16):
+        if fmt.is_float:
             values = rng.standard_normal(shape)
             return numerics.encode(fmt, np.where(values == 0, 1.0, values))[0]
         return rng.integers(1, SCALE + 1, shape) * rng.choice((-1, 1), shape)
@@ -71,7 +71,7 @@ def prune(W0, sparsity, *, seed=0, fmt=None):
     magnitudes do."""
     W0 = np.asarray(W0)
     tiebreak = np.random.default_rng(seed).random(W0.size)
-    magnitude = W0 & 0x7FFF if isinstance(number_format(fmt), BFloat16) else np.abs(W0)
+    magnitude = W0 & 0x7FFF if number_format(fmt).is_float else np.abs(W0)
     smallest_first = np.lexsort((tiebreak, magnitude.ravel()))
     W = W0.copy()
     W.flat[smallest_first[:round(sparsity * W0.size)]] = 0
@@ -122,7 +122,7 @@ def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_
     W0, X = random_operands(*shape, act_sparsity=act_sparsity, seed=seed, fmt=fmt)
     common = {"mesh": f"{rows}x{cols}", "shape": "x".join(map(str, shape)),
               "act_sparsity": act_sparsity, "backend": backend,
-              "format": "bf16" if isinstance(fmt, BFloat16) else "int16"}
+              "format": fmt.name}
     with open_system(backend, config) as system:
         say(f"{backend}: dense {common['shape']} GEMM on the {common['mesh']} mesh")
         dense, dense_exact = _run(system, W0, X)

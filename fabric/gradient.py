@@ -22,8 +22,6 @@ with.
 
 import numpy as np
 
-from wse.rtl.bfloat import BFloat16
-
 from .numerics import check_operands
 from .tiling import SparseRows
 
@@ -82,7 +80,7 @@ def gradient_reference(fmt, rows, cols, dY, X):
     """``(totals, beyond)``: for each index ``k``, ``sum_t dY[rows[k], t] * X[cols[k], t]``
     exactly (``int64``), and how many totals lie beyond ``fmt``'s accumulator range. Fixed point
     only: a bf16 gradient is rounded as the mesh adds (``ValueError``)."""
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         raise ValueError("gradient_reference is the fixed-point gradient; a bf16 gradient is "
                          "the mesh's binary32 sum (fabric.mesh_model.gemm_reference)")
     dY = check_operands(fmt, dY, "dY")

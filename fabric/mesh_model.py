@@ -26,7 +26,6 @@ from collections import deque
 import numpy as np
 
 from wse.rtl import isa
-from wse.rtl.bfloat import BFloat16
 from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 from . import numerics
@@ -295,7 +294,7 @@ def gemm_reference(config, program, X=None, *, fast=True):
     X = program.check_x(X)
     W = program.W
     gate = program.mask
-    if isinstance(fmt, BFloat16):       # every addition in its order: no shortcut
+    if fmt.is_float:                    # every addition in its order: no shortcut
         raw = _float_totals(config, program.in_placement, W, X, program.out_placement.row_of,
                             gate)
         Y, _ = numerics.requantise(fmt, raw)

@@ -17,7 +17,7 @@ from wse.rtl.numfmt import FixedPoint
 from wse.rtl.validate import index_text, int_array
 
 __all__ = ["operands", "check_operands", "is_zero", "multiply", "accumulate", "requantise", "axpy",
-           "encode", "decode", "as_float32", "from_float32", "to_wire", "from_wire"]
+           "encode", "decode", "widen", "as_float32", "from_float32", "to_wire", "from_wire"]
 
 
 def _fixed(fmt):
@@ -28,11 +28,15 @@ def _fixed(fmt):
 
 # -- bf16 and binary32 bit patterns ------------------------------------------------------------
 
+def widen(bits):
+    """bf16 bit patterns -> the binary32 bit patterns of the same values (``int64``): the 16
+    bits as the top half, exactly (every bf16 value is a binary32 value)."""
+    return (np.asarray(bits, dtype=np.int64) & 0xFFFF) << 16
+
+
 def as_float32(bits, operand=False):
     """``float32`` values of binary32 bit patterns (``operand``: of bf16 bit patterns)."""
-    bits = np.asarray(bits, dtype=np.int64)
-    if operand:
-        bits = (bits & 0xFFFF) << 16
+    bits = widen(bits) if operand else np.asarray(bits, dtype=np.int64)
     return (bits & 0xFFFF_FFFF).astype(np.uint32).view(np.float32)
 
 
@@ -53,7 +57,7 @@ def encode(fmt, values, what="operand"):
     numbers rounded to bf16 bit patterns; ``inexact`` counts those that were not exactly
     representable (NaN counts as exact)."""
     fmt = _fixed(fmt)
-    if isinstance(fmt, FixedPoint):
+    if not fmt.is_float:
         return check_operands(fmt, values, what), 0
     values = np.asarray(values)
     if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)
@@ -113,7 +117,7 @@ def decode(fmt, values, raw=False):
     """What ``fmt``'s results mean: fixed point, the ``int64`` values themselves; bf16, the
     ``float32`` values of bf16 results (``raw``: of binary32 totals)."""
     fmt = _fixed(fmt)
-    if isinstance(fmt, FixedPoint):
+    if not fmt.is_float:
         return np.asarray(values, dtype=np.int64)
     return as_float32(values, operand=not raw)
 
@@ -123,7 +127,7 @@ def to_wire(fmt, values, acc=False):
     fields carry (a LOAD's or an AXPY's signed 16 bits, a psum's or a reply's signed 32 bits):
     fixed point, themselves; bf16, their bit patterns read as two's complement."""
     values = np.asarray(values, dtype=np.int64)
-    if not isinstance(_fixed(fmt), BFloat16):
+    if not _fixed(fmt).is_float:
         return values
     bits = 32 if acc else 16
     values = values & ((1 << bits) - 1)
@@ -136,7 +140,7 @@ def from_wire(fmt, values, acc=False):
     low 16 (``acc``: 32) bits as a bit pattern."""
     fmt = _fixed(fmt)
     values = np.asarray(values, dtype=np.int64)
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         return values & (0xFFFF_FFFF if acc else 0xFFFF)
     bits = fmt.acc_width if acc else fmt.width
     values = values & ((1 << bits) - 1)
@@ -147,7 +151,7 @@ def is_zero(fmt, values):
     """Which ``values`` (operands) are zero: the ones the core skips (bf16: ``±0``)."""
     fmt = _fixed(fmt)
     values = np.asarray(values, dtype=np.int64)
-    return (values & 0x7FFF) == 0 if isinstance(fmt, BFloat16) else values == 0
+    return (values & 0x7FFF) == 0 if fmt.is_float else values == 0
 
 
 def operands(fmt, values, what, ndim=2):
@@ -156,12 +160,12 @@ def operands(fmt, values, what, ndim=2):
     (:func:`~fabric.numerics.encode` makes them from numbers), and ``-0`` becomes ``+0``: both
     are zeros the core skips, so nothing computed differs, and a zero is one pattern for the
     compiler and the models."""
-    if isinstance(fmt, BFloat16) and np.issubdtype(np.asarray(values).dtype, np.floating):
+    if fmt.is_float and np.issubdtype(np.asarray(values).dtype, np.floating):
         raise ValueError(f"{what} must be bf16 bit patterns (integers 0..65535: "
                          f"fabric.numerics.encode makes them from numbers), not "
                          f"{np.asarray(values).dtype} values")
     a = int_array(values, what, ndim)
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         lo, hi, kind = 0, 0xFFFF, "bf16 bit patterns"
     else:
         lo, hi, kind = fmt.operand_min, fmt.operand_max, f"the operand range of int{fmt.width}"
@@ -170,7 +174,7 @@ def operands(fmt, values, what, ndim=2):
         at = np.argwhere(bad)[0]
         raise ValueError(f"{what} must fit in {kind} ({lo}..{hi}), not {int(a[tuple(at)])} "
                          f"(at {index_text(at)})")
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         a = np.where(a == 0x8000, 0, a)
     return a
 
@@ -181,7 +185,7 @@ def check_operands(fmt, values, what="operand"):
     fmt = _fixed(fmt)
     values = np.asarray(values, dtype=np.int64) if np.asarray(values).size else \
         np.zeros(np.shape(values), dtype=np.int64)
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         bad = (values < 0) | (values > 0xFFFF)
         if bad.any():
             raise ValueError(f"{what} must be bf16 bit patterns (0..0xFFFF), "
@@ -197,7 +201,7 @@ def check_operands(fmt, values, what="operand"):
 def multiply(fmt, a, b):
     """Exact products of operands (bf16: the binary32 product, rounded only when it is
     subnormal or overflows)."""
-    if isinstance(_fixed(fmt), BFloat16):
+    if _fixed(fmt).is_float:
         with np.errstate(all="ignore"):
             return from_float32(as_float32(a, True) * as_float32(b, True))
     return np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)
@@ -213,7 +217,7 @@ def accumulate(fmt, acc, product):
     """``(sum, overflow)``: ``acc + product`` saturated to the accumulator range (bf16: the
     binary32 sum; overflow where a finite accumulator became ``±inf`` or NaN)."""
     fmt = _fixed(fmt)
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         acc = as_float32(acc)
         with np.errstate(all="ignore"):
             return _float_result(acc, acc + as_float32(product))
@@ -227,7 +231,7 @@ def requantise(fmt, acc):
     (bf16: the binary32 accumulator rounded to bf16, nearest even; overflow where a finite
     accumulator rounded to ``±inf``)."""
     fmt = _fixed(fmt)
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         acc = as_float32(acc)
         bits = from_float32(acc, operand=True)
         return bits, np.isfinite(acc) & ~np.isfinite(as_float32(bits, operand=True))

@@ -34,7 +34,6 @@ import operator
 import numpy as np
 
 from wse.rtl import isa
-from wse.rtl.bfloat import BFloat16
 from wse.rtl.core_params import Y_BASE
 from wse.rtl.validate import readonly
 from wse.rtl.wavelet import pack, unpack
@@ -52,7 +51,7 @@ MAX_READ = isa.MAX_READ
 def _words(fmt, words):
     """32-bit reply words (a wavelet's data) as the numbers they carry (bf16: bit patterns)."""
     value = isa.WORD.unpack(np.asarray(words, dtype=np.int64).astype(np.uint64))["value"]
-    return numerics.from_wire(fmt, value, acc=True) if isinstance(fmt, BFloat16) else value
+    return numerics.from_wire(fmt, value, acc=True) if fmt.is_float else value
 
 
 # The program --------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wse.rtl.bfloat import BFloat16
 from wse.rtl.validate import count, int_array
 
 from . import numerics
@@ -159,7 +158,7 @@ def combine(fmt, partials):
     """Raw block totals (``int64`` arrays) -> ``(Y, overflow)``: their sum saturated to the
     accumulator range, then requantised (bf16: added in binary32 in block order, the first
     block first, then rounded to bf16; ``docs/numerics.md``)."""
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         total = partials[0]
         overflow = False
         for block in partials[1:]:
@@ -218,7 +217,7 @@ def run_tiled(config, W, X, gemm, *, mask=None, totals=False):
                 cycles = None if cycles is None or r.cycles is None else cycles + r.cycles
                 overflow |= bool(r.overflow)
                 partials.append(np.asarray(r.y, dtype=np.int64))
-            if totals and isinstance(config.fmt, BFloat16):
+            if totals and config.fmt.is_float:
                 total = partials[0]
                 for block in partials[1:]:
                     total, ovf = numerics.accumulate(config.fmt, total, block)

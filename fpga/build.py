@@ -194,7 +194,7 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
     board = find_board(board_name)
     rows, cols = board.default_mesh if mesh is None else mesh
     config = mesh_config(board, rows, cols, **overrides)
-    suffix = "-bf16" if config.fmt.name == "bf16" else ""
+    suffix = "-bf16" if config.fmt.is_float else ""
     build_dir = Path(out) / f"{board.name}-{rows}x{cols}{suffix}"
     build_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("report.json", "build.json", _BITSTREAM[board.family]):

@@ -30,6 +30,7 @@ from amaranth.back import verilog
 
 from wse.fabric.mesh import TILE_MODULE, Mesh
 from wse.rtl import validate
+from wse.rtl.numfmt import number_format
 from wse.rtl.router import Router
 
 from .boards import board as find_board
@@ -192,7 +193,7 @@ def build_part(part, device, *, seeds=DEFAULT_SEEDS, out=DEFAULT_OUT, mesh=None,
     seeds = parse_seeds(seeds if isinstance(seeds, str) else ",".join(map(str, seeds)))
     top, text, params = part_verilog(part, device, mesh, params)
     dev = DEVICES[device]
-    suffix = "-bf16" if params.get("fmt", {}).get("name") == "bf16" else ""
+    suffix = "-bf16" if number_format(params.get("fmt")).is_float else ""
     build_dir = Path(out) / "parts" / f"{part}-{device}{suffix}"
     build_dir.mkdir(parents=True, exist_ok=True)
     for stale in build_dir.glob("*.json"):

@@ -17,7 +17,7 @@ import numpy as np
 from wse.fabric.tiling import SparseRows
 
 from .messages import size
-from .numbers import is_float, quantise
+from .numbers import quantise
 
 __all__ = ["LayerStream", "quantise"]
 
@@ -48,7 +48,7 @@ class LayerStream(SparseRows):
         bq, _ = quantise(fmt, b)
         indptr = np.zeros(mask.shape[0] + 1, dtype=np.int32)
         np.cumsum(np.bincount(rows, minlength=mask.shape[0]), out=indptr[1:])
-        dtype = np.uint16 if is_float(fmt) else np.int16
+        dtype = np.uint16 if fmt.is_float else np.int16
         return cls(tuple(mask.shape), indptr, cols.astype(np.int32), q.astype(dtype),
                    name=name, bias=bq.astype(dtype))
 

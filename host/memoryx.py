@@ -24,7 +24,7 @@ from wse.rtl.validate import count, integer
 
 from . import checkpoint
 from .layer_stream import LayerStream
-from .numbers import LIMBS, exact_float, format_name, is_float
+from .numbers import LIMBS, exact_float, format_name
 from .optim import Adam, Optimizer, make_optimizer
 from .sparsity import SparsitySchedule, magnitude_mask, random_mask, reselect
 from .tiers import TieredStore
@@ -179,10 +179,10 @@ class MemoryX:
             for what, a in (("dW", dW), ("db", db)):
                 if a.dtype.kind not in "iu":
                     raise ValueError(f"{name}: {what} must be integer sums, not {a.dtype} values")
-                if is_float(self.fmt) and a.shape[-1:] != (LIMBS,):
+                if self.fmt.is_float and a.shape[-1:] != (LIMBS,):
                     raise ValueError(f"{name}: {what} must be exact sums of {LIMBS} digits "
                                      f"(bf16), not shape {a.shape}")
-            if is_float(self.fmt):
+            if self.fmt.is_float:
                 grads[name] = exact_float(dW) / scale, exact_float(db) / scale
                 continue
             f = self.fmt.frac_bits
@@ -269,7 +269,7 @@ class MemoryX:
     def _meta(self):
         return {"layers": [asdict(s) | {"n_in": int(s.n_in), "n_out": int(s.n_out)}
                            for s in self.layers],
-                "fmt": self.fmt.to_dict() if is_float(self.fmt) else {
+                "fmt": self.fmt.to_dict() if self.fmt.is_float else {
                     "width": self.fmt.width, "frac_bits": self.fmt.frac_bits,
                     "acc_width": self.fmt.acc_width},
                 "optimizer": {"name": self.optimizer.name, **self.optimizer.hyper()},

@@ -22,7 +22,7 @@ from wse.fabric import numerics
 from wse.rtl.bfloat import BFloat16
 from wse.rtl.numfmt import FORMATS, FixedPoint
 
-__all__ = ["FORMATS", "format_name", "is_float", "quantise", "to_float", "add_bias",
+__all__ = ["FORMATS", "format_name", "quantise", "to_float", "add_bias",
            "positive", "canonical_zero", "delta_sum", "gradient_sum", "exact", "exact_sum",
            "exact_float", "DIGIT", "LIMBS", "MAX_ADDENDS"]
 
@@ -37,14 +37,7 @@ _ULP = -149                 # the exponent of a digit's unit
 
 def format_name(fmt):
     """``"int16"`` or ``"bf16"`` (:data:`FORMATS`) for those formats, else the format's repr."""
-    if isinstance(fmt, BFloat16):
-        return "bf16"
-    return "int16" if fmt == FixedPoint() else repr(fmt)
-
-
-def is_float(fmt):
-    """Whether ``fmt`` is bf16 (values are bit patterns) rather than fixed point."""
-    return isinstance(fmt, BFloat16)
+    return fmt.name if fmt in (FixedPoint(), BFloat16()) else repr(fmt)
 
 
 def quantise(fmt, values):
@@ -54,7 +47,7 @@ def quantise(fmt, values):
     saturated. bf16: the values as given rounded once to bf16, to nearest even
     (:func:`fabric.numerics.encode`), a ``±0`` made ``+0`` (the zero the mesh skips);
     ``beyond`` counts the finite values that became ``±inf``."""
-    if is_float(fmt):
+    if fmt.is_float:
         values = np.asarray(values)
         bits, _ = numerics.encode(fmt, values)
         finite = np.isfinite(values) if values.dtype.kind == "f" else np.ones(values.shape, bool)
@@ -67,7 +60,7 @@ def quantise(fmt, values):
 
 def to_float(fmt, operands):
     """``float64`` values of ``fmt``'s operands (the logits, for the loss)."""
-    if is_float(fmt):
+    if fmt.is_float:
         return numerics.as_float32(operands, operand=True).astype(np.float64)
     return np.asarray(operands).astype(np.float64) / (1 << fmt.frac_bits)
 
@@ -79,8 +72,8 @@ def add_bias(fmt, Z, b):
     then requantised: :func:`fabric.numerics.accumulate`, :func:`~fabric.numerics.requantise`);
     ``overflow`` where a finite value became ``±inf`` or NaN."""
     Z, b = np.asarray(Z, dtype=np.int64), np.asarray(b, dtype=np.int64)[:, None]
-    if is_float(fmt):
-        total, over = numerics.accumulate(fmt, (Z & 0xFFFF) << 16, (b & 0xFFFF) << 16)
+    if fmt.is_float:
+        total, over = numerics.accumulate(fmt, numerics.widen(Z), numerics.widen(b))
         Y, rounded = numerics.requantise(fmt, total)
         return canonical_zero(fmt, Y), bool(over.any() or rounded.any())
     total = Z + b
@@ -90,7 +83,7 @@ def add_bias(fmt, Z, b):
 
 def positive(fmt, values):
     """Where operands are above zero (the ReLU's gate; a NaN is not)."""
-    if is_float(fmt):
+    if fmt.is_float:
         return numerics.as_float32(values, operand=True) > 0
     return np.asarray(values) > 0
 
@@ -98,22 +91,22 @@ def positive(fmt, values):
 def canonical_zero(fmt, values):
     """``values`` with bf16's ``-0`` made ``+0`` (fixed point: as they are)."""
     values = np.asarray(values, dtype=np.int64)
-    if is_float(fmt):
+    if fmt.is_float:
         return np.where(numerics.is_zero(fmt, values), 0, values)
     return values
 
 
 def delta_sum(fmt, dY):
     """``db = sum_t dY[:, t]``, exactly: ``int64`` (fixed point) or an exact sum (bf16)."""
-    if is_float(fmt):
-        return exact_sum((np.asarray(dY, dtype=np.int64) & 0xFFFF) << 16, axis=1)
+    if fmt.is_float:
+        return exact_sum(numerics.widen(dY), axis=1)
     return np.asarray(dY, dtype=np.int64).sum(axis=1)
 
 
 def gradient_sum(fmt, totals):
     """The mesh's gradient totals as SwarmX adds them: fixed point, the ``int64`` totals;
     bf16, the binary32 totals as exact sums (:func:`exact`)."""
-    return exact(totals) if is_float(fmt) else np.asarray(totals, dtype=np.int64)
+    return exact(totals) if fmt.is_float else np.asarray(totals, dtype=np.int64)
 
 
 # -- exact sums of binary32 values ----------------------------------------------------------------

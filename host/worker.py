@@ -53,7 +53,7 @@ from wse.fabric.tiling import run_tiled
 
 from .layer_stream import LayerStream
 from .messages import decode, encode
-from .numbers import add_bias, canonical_zero, delta_sum, gradient_sum, is_float, positive
+from .numbers import add_bias, canonical_zero, delta_sum, gradient_sum, positive
 
 __all__ = ["MeshWorker", "PassFigures"]
 
@@ -161,7 +161,7 @@ class MeshWorker:
                 figures.dense_compute += dense_model(program, Xb)
             return result
 
-        if not is_float(fmt):
+        if not fmt.is_float:
             X = np.clip(X, fmt.operand_min, fmt.operand_max)
         tiled = run_tiled(self.config, W, X, block, mask=mask, totals=totals)
         return tiled.y, figures, tiled.overflow
@@ -195,7 +195,7 @@ class MeshWorker:
         figures.count_macs(weights, A)
         fmt = self.config.fmt
         Y, beyond = add_bias(fmt, Z, s.bias)
-        if is_float(fmt):       # made infinite; int16's saturation here is not counted
+        if fmt.is_float:       # made infinite; int16's saturation here is not counted
             overflow |= beyond
         if train:
             self.inputs[layer] = A

@@ -102,6 +102,8 @@ class BFloat16:
     """
 
     name = "bf16"
+    #: Values are bit patterns of floating-point numbers (``rtl.numfmt.FixedPoint``'s are not).
+    is_float = True
     width = 16          # operand bits (an AXPY carries the weight in 16 bits)
     acc_width = 32      # accumulator bits (a psum is one 32-bit word)
 

@@ -91,7 +91,7 @@ class Mac(wiring.Component):
             self.skip.eq(self.valid & s0_skip),
         ]
         product = fmt.multiply(self.a, self.b, m=m)
-        if isinstance(fmt, BFloat16):
+        if fmt.is_float:
             product = Mux(s0_skip, NEG_ZERO32, product)     # acc + -0 is acc, even -0
         with m.If(self.valid):
             m.d.sync += s1_product.eq(product)

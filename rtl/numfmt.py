@@ -5,7 +5,9 @@ things the core does with numbers: test for zero, multiply, accumulate (saturati
 requantise an accumulator back to an operand. The matching numpy functions live in
 :mod:`fabric.numerics`, keyed by the same format object, so RTL and golden model agree bit for
 bit. :class:`~rtl.bfloat.BFloat16` (``bf16 x bf16 -> fp32``) is the second class with the same
-methods; :func:`number_format` names both (``--format int16|bf16``).
+methods. A format has one name, the one a user gives ``--format`` (``int16``, ``bf16``:
+:func:`number_format`), and says whether it is floating point (``fmt.is_float``: values are then
+bit patterns) so that no caller asks for its class.
 """
 
 
@@ -24,17 +26,19 @@ def number_format(spec=None):
     """The number format ``spec`` names: ``None`` or ``"int16"`` (:class:`FixedPoint`'s
     default), ``"bf16"`` (:class:`BFloat16`), a format object (returned as it is), or a dict from
     a format's ``to_dict`` (a dict without ``"name"`` is a :class:`FixedPoint`'s fields, the form
-    saved before there were two formats). Anything else is a ``ValueError`` naming it."""
+    saved before there were two formats; one named ``"fixed"`` is a fixed point's fields as
+    written before a format took the name users give it). Anything else is a ``ValueError``
+    naming it."""
     if spec is None:
         return FixedPoint()
     if isinstance(spec, (FixedPoint, BFloat16)):
         return spec
     if isinstance(spec, dict):
         spec = dict(spec)
-        name = spec.pop("name", "fixed")
+        name = spec.pop("name", None)
         if name == "bf16" and not spec:
             return BFloat16()
-        if name == "fixed":
+        if name in (None, "fixed") or name == f"int{spec.get('width', 16)}":
             return FixedPoint(**spec)
         raise ValueError(f"number format must be one of {', '.join(FORMATS)}, not {spec!r}")
     if spec == "int16":
@@ -76,7 +80,8 @@ class FixedPoint:
         ``int64`` and must not wrap).
     """
 
-    name = "fixed"
+    #: Values are two's-complement integers, not bit patterns of floating-point numbers.
+    is_float = False
 
     def __init__(self, *, width=16, frac_bits=8, acc_width=32):
         width = integer("Operand width", width, 2, 31)
@@ -85,6 +90,11 @@ class FixedPoint:
         self.width = width
         self.frac_bits = frac_bits
         self.acc_width = acc_width
+
+    @property
+    def name(self):
+        """``int16`` (``int<width>``): the name ``--format`` takes."""
+        return f"int{self.width}"
 
     def __repr__(self):
         return (f"FixedPoint(width={self.width}, frac_bits={self.frac_bits}, "

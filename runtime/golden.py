@@ -5,7 +5,6 @@ import numpy as np
 
 from wse.fabric import numerics
 from wse.fabric.mesh_model import MeshModel, gemm_reference
-from wse.rtl.bfloat import BFloat16
 
 from .system import Exchange, GemmResult, System
 
@@ -50,7 +49,7 @@ def _overflowed(fmt, totals, raw):
     not finite (every accumulator starts at +0, and a value that is not finite stays so along
     the chain to its total, so some finite accumulator became one: the flag) or, requantised,
     a finite one that rounds to ``±inf``."""
-    if isinstance(fmt, BFloat16):
+    if fmt.is_float:
         _, rounded = numerics.requantise(fmt, totals)
         return bool((~np.isfinite(numerics.as_float32(totals))).any()
                     or (rounded.any() and not raw))

@@ -21,7 +21,6 @@ import numpy as np
 from wse.fabric import pe_model
 from wse.fabric.config import MeshConfig
 from wse.fabric.program import GemmProgram
-from wse.rtl.bfloat import BFloat16
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE
 from wse.rtl.isa import MAX_READ, READ_ARG, WORD
 from wse.rtl.wavelet import unpack
@@ -144,7 +143,7 @@ class System(ABC):
                              f"need {len(tiles) * elem_per_pe}")
         address = self._address(dest)
         fmt = self.config.fmt
-        if isinstance(fmt, BFloat16):
+        if fmt.is_float:
             if src.size and (src.min() < 0 or src.max() > 0xFFFF):
                 raise ValueError(f"values must be bf16 bit patterns (0..0xFFFF), found "
                                  f"{src.min()}..{src.max()}")
@@ -189,7 +188,7 @@ class System(ABC):
             out[i, j] = got
         if src == "counters" or (not isinstance(src, str) and address >= COUNTER_BASE):
             return out
-        if isinstance(self.config.fmt, BFloat16):
+        if self.config.fmt.is_float:
             return out & 0xFFFF_FFFF                    # bit patterns, zero-extended
         return WORD.unpack(out.astype(np.uint64))["value"]
 

@@ -103,7 +103,7 @@ def core_parameters(config):
     }
     values = {f.name: getattr(config, f.name) for f in fields(config)}
     fmt = config.fmt
-    values["fmt"] = ("bf16 (binary32 accumulators)" if fmt.name == "bf16" else
+    values["fmt"] = ("bf16 (binary32 accumulators)" if fmt.is_float else
                      f"int{fmt.width} (frac_bits={fmt.frac_bits}, acc_width={fmt.acc_width})")
     return {name: (values[name], about[name]) for name in about}
 

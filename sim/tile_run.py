@@ -34,7 +34,7 @@ def run_tile_tests(*, sim="verilator", testcase=None, module=TEST_MODULE, seed=1
     cp = CoreParams(**{"n_feat": 16, "n_tok": 8, "n_out": 8, "lanes": 2, **core})
     params = cp.to_dict()
     router = dict(router or {})
-    top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}{'_bf16' if cp.fmt.name == 'bf16' else ''}"
+    top = f"tile_l{cp.lanes}_r{cp.row}of{cp.rows}{'_bf16' if cp.fmt.is_float else ''}"
     if router:
         top += "_" + "_".join(f"{k}{int(v) if isinstance(v, bool) else v}"
                               for k, v in sorted(router.items()))

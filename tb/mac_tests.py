@@ -10,7 +10,6 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from wse.fabric import numerics
-from wse.rtl.bfloat import BFloat16
 from wse.rtl.numfmt import number_format
 
 from .router_tb import load_params
@@ -45,7 +44,7 @@ def operations(fmt, rng, n):
     quarter near ``-a * b`` (cancellation, often long), a fifth 2**9 to 2**16 times ``a * b``
     (rounding, often ties), the rest within a factor 2**9 of 1.
     """
-    if not isinstance(fmt, BFloat16):
+    if not fmt.is_float:
         a = rng.integers(fmt.operand_min, fmt.operand_max + 1, n)
         b = rng.integers(fmt.operand_min, fmt.operand_max + 1, n)
         a[rng.random(n) < 0.3] = 0
@@ -90,7 +89,7 @@ async def random_operands(dut):
     n = int(params.get("count", 2000))
     a, b, acc = operations(fmt, rng, n)
     want, skipped, want_over = expected(fmt, a, b, acc)
-    bits = isinstance(fmt, BFloat16)                 # sums are bit patterns, not signed
+    bits = fmt.is_float                              # sums are bit patterns, not signed
 
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     dut.rst.value = 1

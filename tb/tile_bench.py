@@ -30,14 +30,14 @@ def operands(core, ints):
     """``ints`` (nonzero integers) as ``core``'s operands: themselves in fixed point; in bf16
     the bit patterns of ``ints / 16`` rounded to bf16 (normal numbers, never zero)."""
     ints = np.asarray(ints, dtype=np.int64)
-    if core.fmt.name != "bf16":
+    if not core.fmt.is_float:
         return ints
     return numerics.encode(core.fmt, ints / 16)[0]
 
 
 def zero_weight(core, k):
     """The ``k``-th zero weight: ``0``, and in bf16 ``-0`` every other one (skipped alike)."""
-    return 0x8000 if core.fmt.name == "bf16" and k % 2 else 0
+    return 0x8000 if core.fmt.is_float and k % 2 else 0
 
 
 def spaced_activations(core, rng, nonzero):
@@ -74,7 +74,7 @@ async def pe_figures(dut):
     tb = TileTB(dut, core)
     await tb.start()
     figures = {"lanes": core.lanes, "n_tok": core.n_tok, "weights_per_point": n,
-               "format": core.fmt.name if core.fmt.name == "bf16" else f"int{core.fmt.width}",
+               "format": core.fmt.name,
                "cycles_per_weight": {}, "busy_cycles_per_weight": {}, "nonzero_per_slot": {},
                "ideal_cycles_per_weight": {}, "fixed_overhead_cycles": {}}
     for density in DENSITIES:

@@ -10,11 +10,11 @@ from .cocotb_checks import SIMS, check
 
 
 def _name(fmt):
-    return "bf16" if isinstance(fmt, BFloat16) else f"int{fmt.width}acc{fmt.acc_width}"
+    return "bf16" if fmt.is_float else f"int{fmt.width}acc{fmt.acc_width}"
 
 
 def _top(fmt):
-    return "mac_bf16" if isinstance(fmt, BFloat16) else f"mac_{fmt.width}_{fmt.acc_width}"
+    return "mac_bf16" if fmt.is_float else f"mac_{fmt.width}_{fmt.acc_width}"
 
 
 @pytest.mark.parametrize("fmt", [FixedPoint(), FixedPoint(width=8, frac_bits=3, acc_width=16),

@@ -70,7 +70,7 @@ def test_bf16_skips_the_zeros_int16_skips_in_the_same_cycles(sim, figure):
         rtl, golden = sessions(config, sim)
         with rtl, golden:
             runs[fmt.name] = check_gemm(rtl, golden, w, x, figure)
-    fixed, bf16 = runs["fixed"], runs["bf16"]
+    fixed, bf16 = runs["int16"], runs["bf16"]
     assert fixed.cycles == bf16.cycles
     for name, values in fixed.counters.items():
         np.testing.assert_array_equal(values, bf16.counters[name], err_msg=name)

@@ -6,7 +6,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from wse.fabric import numerics
-from wse.rtl.numfmt import FixedPoint
+from wse.rtl.numfmt import FixedPoint, number_format
 
 
 def test_requantise_rounds_half_to_even_like_numpy():
@@ -54,6 +54,29 @@ def test_operand_range_is_checked():
 def test_format_parameters_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):
         FixedPoint(**kwargs)
+
+
+def test_a_format_has_the_users_name_and_says_whether_it_is_floating_point():
+    """One name per format, the one ``--format`` takes, in ``to_dict`` too; ``is_float`` is how
+    every layer asks; a fixed point's fields named ``"fixed"`` (written before) still read."""
+    int16, bf16 = number_format("int16"), number_format("bf16")
+    int8 = FixedPoint(width=8, frac_bits=3, acc_width=16)
+    assert (int16.name, bf16.name, int8.name) == ("int16", "bf16", "int8")
+    assert (int16.is_float, bf16.is_float) == (False, True)
+    assert int16.to_dict() == {"name": "int16", "width": 16, "frac_bits": 8, "acc_width": 32}
+    for fmt in (int16, bf16, int8):
+        assert number_format(fmt.to_dict()) == fmt
+    assert number_format({"name": "fixed", "width": 16, "frac_bits": 4, "acc_width": 32}) == \
+        FixedPoint(frac_bits=4)
+    with pytest.raises(ValueError, match="number format must be one of int16, bf16"):
+        number_format({"name": "int8", "width": 16})
+
+
+def test_widening_bf16_to_binary32_is_exact():
+    bits = np.array([0x0000, 0x8000, 0x3F80, 0xC2F7, 0x7F80, 0x0001])
+    wide = numerics.widen(bits)
+    assert wide.tolist() == [b << 16 for b in bits.tolist()]
+    np.testing.assert_array_equal(numerics.as_float32(wide), numerics.as_float32(bits, True))
 
 
 @pytest.mark.parametrize("fmt", [FixedPoint(), FixedPoint(width=8, frac_bits=3, acc_width=16),

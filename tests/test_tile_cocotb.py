@@ -49,7 +49,7 @@ def test_a_bf16_tile_costs_the_cycles_of_an_int16_tile(tmp_path, figure):
                              n_feat=16, n_out=8, weights=60, fmt=fmt),
               figure, f"verilator tile pe_figures, {fmt.name}")
         figures[fmt.name] = json.loads(out.read_text())
-    fixed, bf16 = figures["fixed"], figures["bf16"]
+    fixed, bf16 = figures["int16"], figures["bf16"]
     assert bf16["format"] == "bf16" and bf16["macs_skipped_weight"] > 0
     for name in ("cycles_per_weight", "busy_cycles_per_weight", "zero_weight_cycles",
                  "cr_overhead_cycles", "psum_engine_cycles_per_output", "random_placement",

@@ -43,9 +43,11 @@ def _table(result):
     table = Table(box=box.SIMPLE, show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    fmt = result["config"].get("fmt", {})
+    from wse.rtl.numfmt import number_format
+
+    fmt = number_format(result["config"].get("fmt"))
     core = ", ".join(f"{k}={v}" for k, v in result["config"].items() if k != "fmt" and v != "")
-    core += ", bf16" if fmt.get("name") == "bf16" else ", int16"
+    core += f", {fmt.name}"
     rows = [
         ("board", f"{result['board']} ({result['device']})"),
         ("mesh", f"{result['mesh']} ({core}; tile module "
@@ -134,7 +136,7 @@ def build(board_name, part, device, mesh, out, clock_mhz, flatten, seed, seeds, 
     --device, out of context at 100 MHz once per seed, and report LUT4, LUT RAM, FFs, block
     RAMs, DSPs and fmax over the seeds (docs/fpga.md)."""
     _check_choice(board_name, part, device, mesh, clock_mhz, flatten, seed, seeds)
-    if part == "router" and fmt.name == "bf16":
+    if part == "router" and fmt.is_float:
         raise click.UsageError("--format applies to the tile and to boards; the router carries "
                                "wavelets whatever the format")
     overrides = {} if part == "router" else {"fmt": fmt}

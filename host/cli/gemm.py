@@ -81,7 +81,7 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board
         if given:
             raise click.UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} "
                                    f"for --backend {BOARD_BACKEND}, not {backend}")
-    floats = fmt.name == "bf16"
+    floats = fmt.is_float
     W, X = _load_matrix(w_path, "W", floats), _load_matrix(x_path, "X", floats)
     if W.shape[1] != X.shape[0]:
         raise click.UsageError(f"shapes do not agree: W is {W.shape[0]}x{W.shape[1]}, so X "
