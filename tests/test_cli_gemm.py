@@ -61,6 +61,25 @@ def test_gemm_round_trip(operands, tmp_path, raw):
     np.testing.assert_array_equal(Y, reference(W, X, (2, 3), raw=raw))
 
 
+def test_gemm_compiles_once(operands, tmp_path, monkeypatch):
+    """The program compiled before the System starts (bad operands fail at once) is the one the
+    System runs: one compile."""
+    from wse.fabric.program import GemmProgram
+
+    built = []
+    init = GemmProgram.__init__
+
+    def counted(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append((self.n_out, self.n_in))
+
+    monkeypatch.setattr(GemmProgram, "__init__", counted)
+    w_path, x_path, W, _ = operands
+    result = invoke("gemm", w_path, x_path, "-o", tmp_path / "Y.npy", "--backend", "golden")
+    assert result.exit_code == 0, result.output
+    assert built == [W.shape]
+
+
 def big_mesh_gemm(tmp_path, mesh, backend, figure):
     """``wse gemm --raw`` of a 70 % sparse GEMM sized to ``mesh`` (two features a row, four
     tokens a column): the int32 totals must be numpy's ``W @ X`` exactly."""
