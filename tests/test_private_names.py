@@ -16,11 +16,14 @@ and :mod:`host.swarm_ray` starts a loopback Ray through ``ray._private``.
 
 import ast
 import pathlib
+import tomllib
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-FOLDERS = ("rtl", "fabric", "sim", "fpga", "runtime", "tb", "bench", "host", "tests")
+#: The installed folders (``pyproject.toml``'s ``package-dir``) and the tests.
+FOLDERS = (*tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+           ["package-dir"].values(), "tests")
 #: Files whose private accesses are of a third-party library's objects (see above).
 THIRD_PARTY_INTERNALS = {"tests/formal/sby.py"}
 
