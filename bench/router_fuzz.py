@@ -6,10 +6,13 @@ checked against :class:`~bench.router_fuzz_model.TimedRouterModel`. While traffi
 input sends configuration wavelets that rewrite routes and switch positions (any color but the
 ones being torn down, from any input), switch commands (``ADVANCE``, ``RESET``), forwarded and
 malformed configurations, multicast routes and routes that drop. Each batch also tears colors
-down: an input owns such a color for the batch (it alone sends its traffic and its updates),
-sends ``TEARDOWN`` (a control wavelet or a configuration), then at most a queue's depth of words
-for that color's queue, which wait, with rewrites of the torn color among them, then the
-``SWITCH RESET`` that reopens it, then more of its traffic and no further change to its route.
+down: an input owns such a color for the batch (it alone sends its updates; inputs that own
+none send its data too, which their queues hold while it is down), sends ``TEARDOWN`` (a control
+wavelet or a configuration), then at most a queue's depth of words for that color's queue, which
+wait, with rewrites of the torn color among them, then the ``SWITCH RESET`` that reopens it,
+then more of its traffic and no further change to its route. An owner never sends another's
+torn-down color, so it is never held by another input's teardown and always reaches its
+reopening, which frees the others.
 """
 
 import time
@@ -175,7 +178,12 @@ def batch_streams(rng, count, *, n_colors, cfg_color, depth, n_queues, program=F
                                  False))
             stream.extend(_base(rng, size - after, open_colors, n_colors, cfg_color))
         else:
-            stream.extend(_base(rng, size, open_colors, n_colors, cfg_color))
+            fields = _base(rng, size, open_colors, n_colors, cfg_color)
+            if torn:                # others' torn-down colors too, data only: held, never stuck
+                color, ctrl, _, uid = fields
+                theirs = (uid == 1) & (ctrl == 0) & (rng.random(size) < 0.03)
+                color[theirs] = rng.choice(list(torn.values()), int(theirs.sum()))
+            stream.extend(fields)
         streams.append(stream)
     return streams, torn
 
