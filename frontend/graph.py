@@ -9,6 +9,7 @@ output returned as the logits. Anything else is refused with :class:`Unsupported
 naming the module path (or the call) and its type, before anything runs.
 """
 
+import importlib
 import operator
 from dataclasses import dataclass
 
@@ -31,7 +32,8 @@ class UnsupportedError(ValueError):
 
 @dataclass(frozen=True)
 class LinearLayer:
-    """One ``Linear`` of the chain: its module path, the module, and whether a ReLU follows."""
+    """One ``Linear`` of the chain: its module path and the module (a ReLU follows every one
+    but the last)."""
     path: str
     module: nn.Linear
 
@@ -52,7 +54,7 @@ def type_name(kind):
     module = kind.__module__
     for package in ("torch.nn", "torch.optim"):
         if module.startswith(package + ".") and getattr(
-                __import__(package, fromlist=["_"]), kind.__qualname__, None) is kind:
+                importlib.import_module(package), kind.__qualname__, None) is kind:
             return f"{package}.{kind.__qualname__}"
     return f"{module}.{kind.__qualname__}"
 
