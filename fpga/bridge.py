@@ -12,7 +12,7 @@ are read and built through views of their layouts (:class:`fpga.serial_frames.Fr
 
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
@@ -21,7 +21,10 @@ from wse.fabric.mesh import AxiStreamMesh
 from wse.fpga.serial_frames import (
     CRC,
     DEFAULT_FIFO_DEPTH,
+    HOST_FRAME_BYTES,
     MAX_PORTS,
+    PAYLOAD_BYTES,
+    STATUS_PAYLOAD_BYTES,
     SYNC,
     CreditPayload,
     FrameCommand,
@@ -33,9 +36,9 @@ from wse.rtl.skid import RegisterStage
 from wse.rtl.validate import integer
 from wse.rtl.wavelet import WAVELET_BITS, Wavelet
 
-from .uart import UARTRx, UARTTx, divisor_for
+from .uart import RxByte, UARTRx, UARTTx, divisor_for
 
-__all__ = ["MeshBridge"]
+__all__ = ["CreditCounter", "FrameReceiver", "MeshBridge", "OutletPick"]
 
 #: Cycles the mesh must stay idle, with every FIFO empty, before a status reply goes out.
 SETTLE_CYCLES = 2
@@ -107,103 +110,34 @@ class MeshBridge(wiring.Component):
         m.submodules.mesh = mesh = self.mesh
         m.submodules.uart_rx = urx = UARTRx(self.divisor)
         m.submodules.uart_tx = utx = UARTTx(self.divisor)
+        m.submodules.receiver = receiver = FrameReceiver(cfg.rows)
+        m.submodules.credits = credits = CreditCounter(cfg.rows, self.fifo_depth, self.credit)
+        m.submodules.outlet_pick = outlet_pick = OutletPick(cfg.cols)
         m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
+        wiring.connect(m, urx.o, receiver.byte)
 
         fifos = []
         for r in range(cfg.rows):
             fifo = SyncFIFOBuffered(width=WAVELET_BITS, depth=self.fifo_depth)
             m.submodules[f"fifo_{r}"] = fifo
             fifos.append(fifo)
-
-        # Receive: frames -> row FIFOs ---------------------------------------------------------
-        body = Signal(data.StructLayout({       # shifted in a byte at a time, first lowest
-            "command": FrameCommand, "payload": WaveletPayload, "crc": 8}))
-        got = Signal(range(7))
-        m.submodules.rx_crc = rx_crc = CRC.create()     # over the body; residue 0 if intact
-        rx_ferr = Signal()
-        bad_frames = Signal(16)
-        bad_seen = Signal()
-        dropped = Signal()
-        flush = Signal()
-        bad = Signal()              # comb: count one bad frame this cycle
-        byte = urx.o.payload
-        command, payload, row = body.command, body.payload, body.command.index
+        flush = Signal()            # a status request waits for the mesh to settle
         room = Signal()
         for r, fifo in enumerate(fifos):
-            m.d.comb += fifo.w_data.eq(payload.wavelet)
-            with m.If(row == r):
+            m.d.comb += [fifo.w_data.eq(receiver.wavelet), fifo.w_en.eq(receiver.w_en[r])]
+            with m.If(receiver.row == r):
                 m.d.comb += room.eq(fifo.w_rdy)
-        with m.FSM(name="rx_frame") as rx_fsm:
-            with m.State("HUNT"):
-                with m.If(urx.o.valid):
-                    with m.If(byte.error | (byte.data != SYNC)):
-                        m.d.comb += bad.eq(1)
-                    with m.Else():
-                        m.d.comb += rx_crc.start.eq(1)
-                        m.d.sync += [got.eq(0), rx_ferr.eq(0)]
-                        m.next = "BODY"
-            with m.State("BODY"):
-                with m.If(urx.o.valid):
-                    m.d.comb += [rx_crc.valid.eq(1), rx_crc.data.eq(byte.data)]
-                    m.d.sync += [body.eq(Cat(body.as_value()[8:], byte.data)),
-                                 rx_ferr.eq(rx_ferr | byte.error), got.eq(got + 1)]
-                    with m.If(got == 6):
-                        m.next = "CHECK"
-            with m.State("CHECK"):
-                intact = rx_crc.match_detected & ~rx_ferr
-                wavelet = (command.op == Op.WAVELET) & (row < cfg.rows) & (payload.reserved == 0)
-                status = (command.op == Op.STATUS) & (command.index == 0) \
-                    & (payload.as_value() == 0)
-                with m.If(intact & wavelet):
-                    with m.If(room):
-                        for r, fifo in enumerate(fifos):
-                            m.d.comb += fifo.w_en.eq(row == r)
-                    with m.Else():
-                        m.d.comb += bad.eq(1)
-                        m.d.sync += dropped.eq(1)
-                with m.Elif(intact & status):
-                    m.d.sync += flush.eq(1)
-                with m.Else():
-                    m.d.comb += bad.eq(1)
-                m.next = "HUNT"
-        with m.If(bad):
-            m.d.sync += [bad_seen.eq(1), bad_frames.eq(bad_frames + (bad_frames != 0xFFFF))]
+        m.d.comb += receiver.room.eq(room)
+        with m.If(receiver.status):
+            m.d.sync += flush.eq(1)
 
-        # Row FIFOs -> intakes, credits, the exchange's cycles ---------------------------------
-        taken = [Signal(range(self.fifo_depth + 1), name=f"taken_{r}") for r in range(cfg.rows)]
-        took = []           # a FIFO gave a wavelet (its credit)
-        entered = []        # an intake took a wavelet (the exchange's first cycle)
-        # Each FIFO reaches its intake through a register stage: the intake's ready (which
-        # depends on the wavelet's route, looked up as it arrives) ends at the stage's
-        # registers instead of running on into the FIFO's read side, and the intake's arrival
-        # logic starts at a flip-flop (docs/bridge.md).
-        skids = []
-        for r, fifo in enumerate(fifos):
-            port = f"s_axis_w{r}"
-            skid = m.submodules[f"stage_{r}"] = RegisterStage(Wavelet)
-            skids.append(skid)
-            m.d.comb += [skid.i.payload.eq(fifo.r_data), skid.i.valid.eq(fifo.r_rdy),
-                         fifo.r_en.eq(skid.i.ready)]
-            word = skid.o.payload
-            m.d.comb += [getattr(mesh, f"{port}_tdata").eq(word.data),
-                         getattr(mesh, f"{port}_tdest").eq(word.color),
-                         getattr(mesh, f"{port}_tuser").eq(word.ctrl),
-                         getattr(mesh, f"{port}_tvalid").eq(skid.o.valid),
-                         skid.o.ready.eq(getattr(mesh, f"{port}_tready"))]
-            took.append(fifo.r_rdy & skid.i.ready)
-            entered.append(skid.o.valid & skid.o.ready)
-        outlets = []
-        for c in range(cfg.cols):
-            word = Signal(Wavelet, name=f"outlet_{c}")
-            m.d.comb += [word.data.eq(getattr(mesh, f"m_axis_s{c}_tdata")),
-                         word.color.eq(getattr(mesh, f"m_axis_s{c}_tdest")),
-                         word.ctrl.eq(getattr(mesh, f"m_axis_s{c}_tuser"))]
-            outlets.append((getattr(mesh, f"m_axis_s{c}_tvalid"),
-                            getattr(mesh, f"m_axis_s{c}_tready"), word))
+        skids, took, entered, outlets = self._intakes(m, fifos)
+        m.d.comb += [credits.took.eq(Cat(*took)),
+                     outlet_pick.valid.eq(Cat(*(v for v, _, _ in outlets)))]
         # The mesh's `idle`, `error` and `overflow` are reductions over every tile: each is
         # registered here before anything uses it, so that no path runs from a tile across the
-        # device and on through the bridge's logic (a 4x4's critical path on the ECP5 did).
-        # `quiet` is the cycle before's: the span below counts the same cycles.
+        # device and on through the bridge's logic. `quiet` is the cycle before's: the span
+        # below counts the same cycles.
         quiet = Signal(init=1)
         m.d.sync += quiet.eq(mesh.idle & ~Cat(*(v for v, _, _ in outlets)).any()
                              & ~Cat(*(f.r_rdy | (f.w_level != 0) for f in fifos)).any()
@@ -220,36 +154,21 @@ class MeshBridge(wiring.Component):
             with m.If(Cat(*entered).any()):
                 m.d.sync += [started.eq(1), elapsed.eq(1), span.eq(1)]
         with m.Else():
-            m.d.sync += elapsed.eq(elapsed + (elapsed != 0xFFFF_FFFF))
+            m.d.sync += elapsed.eq(elapsed + (elapsed != (1 << len(elapsed)) - 1))
             with m.If(~quiet):
                 m.d.sync += span.eq(elapsed)
 
-        # Transmit: status, credits, outlets -> frames ------------------------------------------
-        tx_body = Signal(8 * 8)     # command and payload, sent lowest byte first
-        tx_left = Signal(range(9))
-        m.submodules.tx_crc = tx_crc = CRC.create()     # over the body as it goes out
-        credit_due = [t >= self.credit for t in taken]
-        give = Signal(6)
-        giving = Signal()
-        for r in reversed(range(cfg.rows)):
-            with m.If(credit_due[r]):
-                m.d.comb += [give.eq(r), giving.eq(1)]
-        last_col = Signal(6)
-        pick = Signal(6)
-        picking = Signal()
-        for first_pass in (True, False):
-            for c in reversed(range(cfg.cols)):
-                valid = outlets[c][0] if first_pass else outlets[c][0] & (c > last_col)
-                with m.If(valid):
-                    m.d.comb += [pick.eq(c), picking.eq(1)]
-        credit_taken = Signal()     # comb: the credit of row ``give`` goes out this cycle
-        status_out = Signal()       # comb: the status reply goes out this cycle
-        reply = Signal(FrameCommand)        # comb: the command of the reply chosen this cycle
+        # Transmit: status, credits, outlets -> frames.
         status = Signal(StatusPayload)
         m.d.comb += [status.eq(0),          # the padding
-                     status.cycles.eq(span), status.bad_frames.eq(bad_frames),
+                     status.cycles.eq(span), status.bad_frames.eq(receiver.bad_frames),
                      status.flags.error.eq(mesh_error), status.flags.overflow.eq(mesh_overflow),
-                     status.flags.bad_frame.eq(bad_seen), status.flags.dropped.eq(dropped)]
+                     status.flags.bad_frame.eq(receiver.bad_seen),
+                     status.flags.dropped.eq(receiver.dropped)]
+        tx_body = Signal(8 * (1 + STATUS_PAYLOAD_BYTES))    # sent lowest byte first
+        tx_left = Signal(range(1 + STATUS_PAYLOAD_BYTES + 1))
+        m.submodules.tx_crc = tx_crc = CRC.create()     # over the body as it goes out
+        reply = Signal(FrameCommand)        # comb: the command of the reply chosen this cycle
         credit = CreditPayload.const({"count": self.credit})
         # comb: the outlet picked. Every field is assigned where it is picked: a field left at
         # its init would be a constant `always @*` that Icarus never runs (amaranth#1629).
@@ -257,23 +176,25 @@ class MeshBridge(wiring.Component):
         with m.FSM(name="tx_frame") as tx_fsm:
             with m.State("IDLE"):
                 with m.If(flush & (settled == SETTLE_CYCLES)):
-                    m.d.comb += [status_out.eq(1), reply.op.eq(Op.STATUS)]
+                    m.d.comb += [credits.clear.eq(1), reply.op.eq(Op.STATUS)]
                     m.d.sync += [tx_body.eq(Cat(reply, status)),
-                                 tx_left.eq(8), flush.eq(0), started.eq(0), elapsed.eq(0),
-                                 span.eq(0)]
+                                 tx_left.eq(1 + STATUS_PAYLOAD_BYTES), flush.eq(0),
+                                 started.eq(0), elapsed.eq(0), span.eq(0)]
                     m.next = "SYNC"
-                with m.Elif(giving):
-                    m.d.comb += [credit_taken.eq(1), reply.op.eq(Op.CREDIT), reply.index.eq(give)]
-                    m.d.sync += [tx_body.eq(Cat(reply, credit)), tx_left.eq(6)]
+                with m.Elif(credits.giving):
+                    m.d.comb += [credits.sent.eq(1), reply.op.eq(Op.CREDIT),
+                                 reply.index.eq(credits.give)]
+                    m.d.sync += [tx_body.eq(Cat(reply, credit)), tx_left.eq(1 + PAYLOAD_BYTES)]
                     m.next = "SYNC"
-                with m.Elif(picking):
+                with m.Elif(outlet_pick.picking):
+                    pick = outlet_pick.pick
                     m.d.comb += [reply.op.eq(Op.WAVELET), reply.index.eq(pick)]
                     for c, (_, ready, word) in enumerate(outlets):
                         with m.If(pick == c):
                             m.d.comb += [ready.eq(1), outlet.wavelet.eq(word),
                                          outlet.reserved.eq(0)]
-                    m.d.sync += [tx_body.eq(Cat(reply, outlet)), tx_left.eq(6),
-                                 last_col.eq(pick)]
+                    m.d.sync += [tx_body.eq(Cat(reply, outlet)), tx_left.eq(1 + PAYLOAD_BYTES),
+                                 outlet_pick.last.eq(pick)]
                     m.next = "SYNC"
             with m.State("SYNC"):
                 m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(SYNC)]
@@ -292,13 +213,183 @@ class MeshBridge(wiring.Component):
                 with m.If(utx.i.ready):
                     m.next = "IDLE"
 
-        for r in range(cfg.rows):
-            less = Mux(credit_taken & (give == r), self.credit, 0)
-            m.d.sync += taken[r].eq(Mux(status_out, 0, taken[r] + took[r] - less))
-
         m.d.comb += [
-            self.error.eq(mesh_error | mesh_overflow | bad_seen),
-            self.busy.eq(~quiet | flush | ~rx_fsm.ongoing("HUNT") | ~tx_fsm.ongoing("IDLE")),
+            self.error.eq(mesh_error | mesh_overflow | receiver.bad_seen),
+            self.busy.eq(~quiet | flush | ~receiver.hunting | ~tx_fsm.ongoing("IDLE")),
         ]
         return m
 
+    def _intakes(self, m, fifos):
+        """Each row FIFO to its intake through a register stage, and the outlets' words:
+        ``(stages, took, entered, outlets)``, ``took[r]`` a FIFO gave a wavelet (its credit),
+        ``entered[r]`` an intake took one (the exchange's first cycle), ``outlets[c]`` an
+        outlet's ``(valid, ready, word)``. The stage ends the intake's ready (which depends on
+        the wavelet's route, looked up as it arrives) at its registers instead of running on
+        into the FIFO's read side, and the intake's arrival logic starts at a flip-flop
+        (``docs/bridge.md``)."""
+        mesh = self.mesh
+        took, entered, skids = [], [], []
+        for r, fifo in enumerate(fifos):
+            port = f"s_axis_w{r}"
+            skid = m.submodules[f"stage_{r}"] = RegisterStage(Wavelet)
+            skids.append(skid)
+            m.d.comb += [skid.i.payload.eq(fifo.r_data), skid.i.valid.eq(fifo.r_rdy),
+                         fifo.r_en.eq(skid.i.ready)]
+            word = skid.o.payload
+            m.d.comb += [getattr(mesh, f"{port}_tdata").eq(word.data),
+                         getattr(mesh, f"{port}_tdest").eq(word.color),
+                         getattr(mesh, f"{port}_tuser").eq(word.ctrl),
+                         getattr(mesh, f"{port}_tvalid").eq(skid.o.valid),
+                         skid.o.ready.eq(getattr(mesh, f"{port}_tready"))]
+            took.append(fifo.r_rdy & skid.i.ready)
+            entered.append(skid.o.valid & skid.o.ready)
+        outlets = []
+        for c in range(self.config.cols):
+            word = Signal(Wavelet, name=f"outlet_{c}")
+            m.d.comb += [word.data.eq(getattr(mesh, f"m_axis_s{c}_tdata")),
+                         word.color.eq(getattr(mesh, f"m_axis_s{c}_tdest")),
+                         word.ctrl.eq(getattr(mesh, f"m_axis_s{c}_tuser"))]
+            outlets.append((getattr(mesh, f"m_axis_s{c}_tvalid"),
+                            getattr(mesh, f"m_axis_s{c}_tready"), word))
+        return skids, took, entered, outlets
+
+
+#: The bytes of a host frame after its sync byte: the command, the payload and the CRC.
+BODY_BYTES = HOST_FRAME_BYTES - 1
+
+
+class FrameReceiver(wiring.Component):
+    """Host frames from the UART's bytes, checked (:class:`MeshBridge`'s rules): a good
+    wavelet frame for a row whose FIFO has ``room`` is written (``w_en``: that row's bit,
+    ``wavelet``) in the cycle after its last byte; a good status request sets ``status`` for a
+    cycle; a bad frame (or a wavelet frame for a full FIFO, which also sets ``dropped``) is
+    counted in ``bad_frames`` (saturating) and sets ``bad_seen``. ``row`` is the row the frame
+    names (for ``room``); ``hunting`` is low while a frame is being received.
+
+    Members
+    -------
+    byte : In(stream.Signature(RxByte, always_ready=True))
+    room : In(1)
+    row : Out(range(MAX_PORTS))
+    wavelet : Out(Wavelet)
+    w_en : Out(rows)
+    status, dropped, bad_seen, hunting : Out(1)
+    bad_frames : Out(16)
+    """
+
+    def __init__(self, rows):
+        self.rows = rows
+        super().__init__({
+            "byte": In(stream.Signature(RxByte, always_ready=True)), "room": In(1),
+            "row": Out(range(MAX_PORTS)), "wavelet": Out(Wavelet), "w_en": Out(rows),
+            "status": Out(1), "dropped": Out(1), "bad_seen": Out(1), "hunting": Out(1),
+            "bad_frames": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        body = Signal(data.StructLayout({       # shifted in a byte at a time, first lowest
+            "command": FrameCommand, "payload": WaveletPayload, "crc": 8}))
+        got = Signal(range(BODY_BYTES))
+        m.submodules.rx_crc = rx_crc = CRC.create()     # over the body; residue 0 if intact
+        rx_ferr = Signal()
+        bad_frames, bad_seen, dropped = self.bad_frames, self.bad_seen, self.dropped
+        bad = Signal()              # comb: count one bad frame this cycle
+        byte = self.byte.payload
+        command, payload, row = body.command, body.payload, body.command.index
+        m.d.comb += [self.row.eq(row), self.wavelet.eq(payload.wavelet)]
+        with m.FSM(name="rx_frame") as rx_fsm:
+            with m.State("HUNT"):
+                with m.If(self.byte.valid):
+                    with m.If(byte.error | (byte.data != SYNC)):
+                        m.d.comb += bad.eq(1)
+                    with m.Else():
+                        m.d.comb += rx_crc.start.eq(1)
+                        m.d.sync += [got.eq(0), rx_ferr.eq(0)]
+                        m.next = "BODY"
+            with m.State("BODY"):
+                with m.If(self.byte.valid):
+                    m.d.comb += [rx_crc.valid.eq(1), rx_crc.data.eq(byte.data)]
+                    m.d.sync += [body.eq(Cat(body.as_value()[8:], byte.data)),
+                                 rx_ferr.eq(rx_ferr | byte.error), got.eq(got + 1)]
+                    with m.If(got == BODY_BYTES - 1):
+                        m.next = "CHECK"
+            with m.State("CHECK"):
+                intact = rx_crc.match_detected & ~rx_ferr
+                wavelet = (command.op == Op.WAVELET) & (row < self.rows) & (payload.reserved == 0)
+                status = (command.op == Op.STATUS) & (command.index == 0) \
+                    & (payload.as_value() == 0)
+                with m.If(intact & wavelet):
+                    with m.If(self.room):
+                        m.d.comb += [self.w_en[r].eq(row == r) for r in range(self.rows)]
+                    with m.Else():
+                        m.d.comb += bad.eq(1)
+                        m.d.sync += dropped.eq(1)
+                with m.Elif(intact & status):
+                    m.d.comb += self.status.eq(1)
+                with m.Else():
+                    m.d.comb += bad.eq(1)
+                m.next = "HUNT"
+        with m.If(bad):
+            m.d.sync += [bad_seen.eq(1),
+                         bad_frames.eq(bad_frames + (bad_frames != (1 << len(bad_frames)) - 1))]
+        m.d.comb += self.hunting.eq(rx_fsm.ongoing("HUNT"))
+        return m
+
+
+class CreditCounter(wiring.Component):
+    """Per row, the wavelets its FIFO gave its intake (``took``) since the last credit: once
+    ``credit`` are owed, the lowest such row is ``give`` (``giving``); ``sent`` takes ``credit``
+    off row ``give``'s count; ``clear`` (a status reply) zeroes every count.
+
+    Members
+    -------
+    took : In(rows)
+    sent, clear : In(1)
+    give : Out(range(MAX_PORTS))
+    giving : Out(1)
+    """
+
+    def __init__(self, rows, fifo_depth, credit):
+        self.rows, self.fifo_depth, self.credit = rows, fifo_depth, credit
+        super().__init__({"took": In(rows), "sent": In(1), "clear": In(1),
+                          "give": Out(range(MAX_PORTS)), "giving": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        taken = [Signal(range(self.fifo_depth + 1), name=f"taken_{r}") for r in range(self.rows)]
+        for r in reversed(range(self.rows)):
+            with m.If(taken[r] >= self.credit):
+                m.d.comb += [self.give.eq(r), self.giving.eq(1)]
+        for r in range(self.rows):
+            less = Mux(self.sent & (self.give == r), self.credit, 0)
+            m.d.sync += taken[r].eq(Mux(self.clear, 0, taken[r] + self.took[r] - less))
+        return m
+
+
+class OutletPick(wiring.Component):
+    """The outlet whose wavelet goes out next (``pick``, when ``picking``): the first valid one
+    after ``last``, else the first valid one: round robin over the columns. Combinational.
+
+    Members
+    -------
+    valid : In(cols)
+    last : In(range(MAX_PORTS))
+        The outlet picked before (the sender's register).
+    pick : Out(range(MAX_PORTS))
+    picking : Out(1)
+    """
+
+    def __init__(self, cols):
+        self.cols = cols
+        super().__init__({"valid": In(cols), "last": In(range(MAX_PORTS)),
+                          "pick": Out(range(MAX_PORTS)), "picking": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        for first_pass in (True, False):
+            for c in reversed(range(self.cols)):
+                valid = self.valid[c] if first_pass else self.valid[c] & (c > self.last)
+                with m.If(valid):
+                    m.d.comb += [self.pick.eq(c), self.picking.eq(1)]
+        return m
