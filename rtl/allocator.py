@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from . import validate
 from .validate import count
+from .wavelet import N_PORTS
 
 __all__ = ["SwitchAllocator"]
 
@@ -35,7 +36,7 @@ class SwitchAllocator(wiring.Component):
         ``served[i]``: outputs that took input ``i``'s head (the transpose of ``grants``).
     """
 
-    def __init__(self, n=5, *, pairs=None):
+    def __init__(self, n=N_PORTS, *, pairs=None):
         self.n = count("n", n)
         self.pairs = validate.pairs("pairs", pairs, self.n, self.n)
         super().__init__({

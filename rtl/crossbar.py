@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from . import validate
 from .validate import count
+from .wavelet import N_PORTS
 
 __all__ = ["Crossbar", "MUXES"]
 
@@ -42,7 +43,7 @@ class Crossbar(wiring.Component):
     outputs : Out(ArrayLayout(shape, n_out))
     """
 
-    def __init__(self, shape, n_in=5, n_out=5, *, pairs=None, mux="and_or"):
+    def __init__(self, shape, n_in=N_PORTS, n_out=N_PORTS, *, pairs=None, mux="and_or"):
         self.shape = shape
         self.n_in, self.n_out = count("n_in", n_in), count("n_out", n_out)
         self.pairs = validate.pairs("pairs", pairs, self.n_in, self.n_out)

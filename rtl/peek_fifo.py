@@ -52,12 +52,12 @@ class PeekFIFO(wiring.Component):
     LUT RAM read asynchronously: the head's from one memory, the next's from a second one that
     holds each entry's ``peek_shape`` part, written beside it (``w_peek``; the whole entry again
     without ``peek_shape``): the core keeps 9 bits of what its dispatcher needs to know about the
-    command behind, not a second copy of 35 (on the ECP5 the core's 4 x 38 bits took 159
-    flip-flops and their two read multiplexers; two copies 20 distributed-RAM cells; now 12).
+    command behind, not a second copy of 35 (LUT RAM, not flip-flops and two read
+    multiplexers).
     The level is a thermometer of flip-flops (``fill``), not a count: ``valid``, ``next_valid``
     and ``w.ready`` are its bits (the ramp's accept depends on ``w.ready``), and each bit's next
     value is one of its neighbours', picked by the number taken and the write (no subtraction
-    or comparison: on the ECP5 about 10 LUT4s fewer than a 3-bit level and its compares).
+    or comparison; the area: ``docs/fpga.md``).
 
     With a ``held_shape``, each entry's ``w_held`` part (written beside it) is also kept, while
     the entry is the head, in flip-flops (``r.held``): what the reader decides from first
@@ -206,9 +206,8 @@ class LutFIFO(wiring.Component):
     even in a cycle that reads) but cheaper: its "not full" and "not empty" are registers, set
     from the two pointers' next values (no level counter, no comparator behind ``w.ready``, no
     inverter behind either port), and the pointers of 4, 8 or 16 entries step through the
-    addresses in a de Bruijn order (one LUT4 a pointer, not one a bit). The psum FIFOs of the
-    ULX3S 4x4's cores (16 entries): 15 LUT4 places fewer on a tile than binary pointers and
-    inverted flags (LFSR pointers alone 6, the flags alone 4).
+    addresses in a de Bruijn order (one LUT4 a pointer, not one a bit; the area:
+    ``docs/fpga.md``).
 
     Members
     -------

@@ -10,16 +10,17 @@ from .arbiter import RoundRobin
 from .isa import RouteStrap, route_straps_layout
 from .route_table import MAX_POSITIONS, RouteTable
 from .validate import integer
-from .wavelet import COLOR_BITS, MAX_COLORS, ControlOp, Direction
+from .wavelet import COLOR_BITS, MAX_COLORS, N_PORTS, ControlOp, Direction
 
-__all__ = ["ColorState", "PortRoute", "RouteLookup", "RouteState", "RouteUpdate"]
+__all__ = ["ColorState", "PortRoute", "ResetWalk", "RouteCopy", "RouteLookup", "RouteState",
+           "RouteUpdate"]
 
 
 class PortRoute(data.Struct):
     """A color's current route as one input port sees it."""
-    accept: 1      # this port is in the position's rx
-    tx:     5      # output ports to copy to
-    torn:   1      # the color is torn down
+    accept: 1          # this port is in the position's rx
+    tx:     N_PORTS    # output ports to copy to
+    torn:   1          # the color is torn down
 
 
 class RouteUpdate(data.Struct):
@@ -29,8 +30,8 @@ class RouteUpdate(data.Struct):
     cmd:      ControlOp      # ADVANCE, RESET or TEARDOWN when not ``write`` (others: no change)
     position: 2
     last:     2
-    rx:       5
-    tx:       5
+    rx:       N_PORTS
+    tx:       N_PORTS
 
 
 class ColorState(data.Struct):
@@ -67,9 +68,9 @@ class RouteState(wiring.Component):
 
     Members
     -------
-    arrive, head : In(RouteLookup()).array(5)
+    arrive, head : In(RouteLookup()).array(N_PORTS)
         One per input port (:class:`~rtl.wavelet.Direction` order).
-    updates : In(stream.Signature(RouteUpdate)).array(5)
+    updates : In(stream.Signature(RouteUpdate)).array(N_PORTS)
         Route writes and switch commands, already checked (color below ``n_colors``).
     ready : Out(1)
         The tables hold the initial routes; lookups are valid.
@@ -81,7 +82,7 @@ class RouteState(wiring.Component):
         self.n_colors = integer("n_colors", n_colors, 1, MAX_COLORS)
         self.routes = routes if routes is not None else RouteTable(n_colors)
         self.straps = bool(straps)
-        ports = len(Direction)
+        ports = N_PORTS
         members = {
             "arrive": In(RouteLookup()).array(ports),
             "head": In(RouteLookup()).array(ports),
@@ -116,54 +117,22 @@ class RouteState(wiring.Component):
             mem = m.submodules[f"positions{k}"] = Memory(shape=RouteStrap, depth=n, init=init)
             positions.append(mem)
 
-        # Per port: the current route of every routable color, in a power of two of entries
-        # (a color beyond them has no route, and no entry is spent on it: on an iCE40, which
-        # has no LUT RAM, the copies are flip-flops). Entries past n_colors stay "no route".
-        depth = 1 << (n - 1).bit_length()
         copies = []
         for port in ports:
-            init = [{"accept": 0, "tx": 0, "torn": 0}] * depth
-            if not self.straps:
-                for c in range(n):
-                    rx, tx = self._initial(c, 0)
-                    init[c] = {"accept": (rx >> port.value) & 1, "tx": tx, "torn": 0}
-            mem = m.submodules[f"routes_{port.name.lower()}"] = \
-                Memory(shape=PortRoute, depth=depth, init=init)
-            for lookup in (self.arrive[port.value], self.head[port.value]):
-                read = mem.read_port(domain="comb")
-                m.d.comb += read.addr.eq(lookup.color)
-                if depth == MAX_COLORS:
-                    m.d.comb += lookup.route.eq(read.data)
-                else:
-                    m.d.comb += lookup.route.eq(Mux(lookup.color < depth, read.data, 0))
-            copies.append(mem.write_port())
+            init = None if self.straps else [self._initial(c, 0) for c in range(n)]
+            copy = m.submodules[f"routes_{port.name.lower()}"] = RouteCopy(port, n, init)
+            wiring.connect(m, wiring.flipped(self.arrive[port.value]), copy.arrive)
+            wiring.connect(m, wiring.flipped(self.head[port.value]), copy.head)
+            copies.append(copy)
 
         # The walk after reset: color `walk` gets its initial routes this cycle.
-        walk = Signal(range(n + 1), reset_less=True)
-        in_reset = Signal(reset_less=True)
-        m.d.sync += in_reset.eq(ResetSignal())
-        with m.If(ResetSignal() & ~in_reset):
-            m.d.sync += walk.eq(0)
-        with m.Elif(walk != n):
-            m.d.sync += walk.eq(walk + 1)
-        walking = Signal()
-        m.d.comb += [walking.eq(walk != n), self.ready.eq(~walking)]
+        walker = m.submodules.walk = ResetWalk(n) if self.straps else ResetWalk(
+            n, initial=[[self._initial(c, k) for c in range(n)] for k in range(MAX_POSITIONS)],
+            last=[max(len(self.routes[c]), 1) - 1 for c in range(n)])
         if self.straps:
-            walk_route = [Signal(RouteStrap, name=f"walk_pos{k}") for k in range(MAX_POSITIONS)]
-            m.d.comb += walk_route[0].eq(Array(self.route_init[c] for c in range(n))[walk])
-        else:
-            walk_route = []
-            for k in range(MAX_POSITIONS):
-                table = Array(RouteStrap.const({"rx": rx, "tx": tx})
-                              for rx, tx in (self._initial(c, k) for c in range(n)))
-                route = Signal(RouteStrap, name=f"walk_pos{k}")
-                m.d.comb += route.eq(table[walk])
-                walk_route.append(route)
-
-        walk_last = Signal(2)
-        if not self.straps:
-            m.d.comb += walk_last.eq(Array(max(len(self.routes[c]), 1) - 1
-                                           for c in range(n))[walk])
+            m.d.comb += walker.route_init.eq(self.route_init)
+        walk, walking, walk_route = walker.walk, walker.walking, walker.routes
+        m.d.comb += self.ready.eq(~walking)
 
         # Arbitration: one update a cycle.
         arbiter = m.submodules.arbiter = RoundRobin(len(ports), hold=False)
@@ -181,33 +150,18 @@ class RouteState(wiring.Component):
         color = stage.color
         read_state = states.read_port(domain="comb")
         m.d.comb += read_state.addr.eq(color)
-        was = read_state.data
-        new = Signal(ColorState)
-        m.d.comb += new.eq(was)
-        with m.If(stage.write):
-            m.d.comb += new.last.eq(stage.last)
-        with m.Else():
-            with m.Switch(stage.cmd):
-                with m.Case(ControlOp.ADVANCE):
-                    m.d.comb += new.current.eq(Mux(was.current >= was.last, 0, was.current + 1))
-                with m.Case(ControlOp.RESET):
-                    m.d.comb += [new.current.eq(0), new.torn.eq(0)]
-                with m.Case(ControlOp.TEARDOWN):
-                    m.d.comb += new.torn.eq(1)
+        new = self._next_state(m, stage, read_state.data)
         new_pos, new_torn = new.current, new.torn
         # The walk after reset writes through the engine's own data paths: the walk's route
         # enters as the route written (position 0's, and so the one published) and the
         # walk's color as the one address of every memory, each chosen once rather than at
-        # each of the ten memories' write ports: the 4x4's tile (1,1) 17 places smaller (3335
-        # -> 3318; tiles (1,1), (1,2), (2,1), (0,0) together 58), the route state 20 (403 ->
-        # 383). The walk still wins over the engine, so every write is the same as before.
+        # each of the ten memories' write ports. The walk still wins over the engine.
         written = Signal(RouteStrap)
         m.d.comb += written.eq(Mux(walking, walk_route[0], Cat(stage.rx, stage.tx)))
         write = stage.write
         # The route to publish: the position this update writes if it is the new current one
         # (a write never moves it), else the stored one; while walking, the walk's route. One
-        # bypass after the choice among the four reads, not one a position before it: the 4x4
-        # tile 35 places smaller (3875 -> 3840), the bypass one LUT after the new position.
+        # bypass after the choice among the four reads, not one a position before it.
         reads = []
         for mem in positions:
             read = mem.read_port(domain="comb")
@@ -224,7 +178,7 @@ class RouteState(wiring.Component):
         m.d.comb += [write_state.addr.eq(addr), write_state.en.eq(walking | stage_valid)]
         with m.If(walking):
             m.d.comb += [write_state.data.current.eq(0), write_state.data.torn.eq(0),
-                         write_state.data.last.eq(0 if self.straps else walk_last)]
+                         write_state.data.last.eq(0 if self.straps else walker.last)]
         with m.Else():
             m.d.comb += write_state.data.eq(new)
         for k, mem in enumerate(positions):
@@ -237,8 +191,131 @@ class RouteState(wiring.Component):
                 m.d.comb += port.data.eq(Mux(walking, 0, written))
             else:
                 m.d.comb += port.data.eq(Mux(walking, walk_route[k], written))
-        for port, wp in zip(ports, copies):
-            m.d.comb += [wp.addr.eq(addr), wp.en.eq(walking | stage_valid),
-                         wp.data.accept.eq(published.rx.bit_select(port.value, 1)),
-                         wp.data.tx.eq(published.tx), wp.data.torn.eq(~walking & new_torn)]
+        for copy in copies:
+            m.d.comb += [copy.addr.eq(addr), copy.en.eq(walking | stage_valid),
+                         copy.route.eq(published), copy.torn.eq(~walking & new_torn)]
+        return m
+
+    @staticmethod
+    def _next_state(m, stage, was):
+        """The :class:`ColorState` of the staged update's color after it (``was`` before)."""
+        new = Signal(ColorState)
+        m.d.comb += new.eq(was)
+        with m.If(stage.write):
+            m.d.comb += new.last.eq(stage.last)
+        with m.Else():
+            with m.Switch(stage.cmd):
+                with m.Case(ControlOp.ADVANCE):
+                    m.d.comb += new.current.eq(Mux(was.current >= was.last, 0, was.current + 1))
+                with m.Case(ControlOp.RESET):
+                    m.d.comb += [new.current.eq(0), new.torn.eq(0)]
+                with m.Case(ControlOp.TEARDOWN):
+                    m.d.comb += new.torn.eq(1)
+        return new
+
+
+class RouteCopy(wiring.Component):
+    """One input port's copy of every color's current route (:class:`PortRoute`), read by the
+    port's two lookups and written by the update engine.
+
+    The copy holds a power of two of entries (a color beyond them has no route, and no entry is
+    spent on it: on an iCE40, which has no LUT RAM, the copies are flip-flops); entries past
+    ``n_colors`` stay "no route". A lookup reads in the cycle it asks (an asynchronous read);
+    a write (``en``: ``route`` and ``torn`` at ``addr``) is seen from the next cycle.
+
+    Parameters
+    ----------
+    port : Direction
+    n_colors : int
+    init : list of (rx, tx) or None
+        Every color's position 0 at reset (None: every entry "no route").
+
+    Members
+    -------
+    arrive, head : In(RouteLookup())
+    addr : In(range(n_colors))
+    en, torn : In(1)
+    route : In(RouteStrap)
+        The color's route as the engine publishes it; the copy keeps its port's ``rx`` bit.
+    """
+
+    def __init__(self, port, n_colors, init=None):
+        self.port, self.n_colors, self.init = Direction(port), n_colors, init
+        super().__init__({"arrive": In(RouteLookup()), "head": In(RouteLookup()),
+                          "addr": In(range(n_colors)), "en": In(1), "route": In(RouteStrap),
+                          "torn": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        n, port = self.n_colors, self.port
+        depth = 1 << (n - 1).bit_length()
+        init = [{"accept": 0, "tx": 0, "torn": 0}] * depth
+        for c, (rx, tx) in enumerate(self.init or ()):
+            init[c] = {"accept": (rx >> port.value) & 1, "tx": tx, "torn": 0}
+        mem = m.submodules.mem = Memory(shape=PortRoute, depth=depth, init=init)
+        for lookup in (self.arrive, self.head):
+            read = mem.read_port(domain="comb")
+            m.d.comb += read.addr.eq(lookup.color)
+            if depth == MAX_COLORS:
+                m.d.comb += lookup.route.eq(read.data)
+            else:
+                m.d.comb += lookup.route.eq(Mux(lookup.color < depth, read.data, 0))
+        wp = mem.write_port()
+        m.d.comb += [wp.addr.eq(self.addr), wp.en.eq(self.en),
+                     wp.data.accept.eq(self.route.rx.bit_select(port.value, 1)),
+                     wp.data.tx.eq(self.route.tx), wp.data.torn.eq(self.torn)]
+        return m
+
+
+class ResetWalk(wiring.Component):
+    """After every reset, the colors one a cycle (``walk``, ``n_colors`` cycles, ``walking``
+    meanwhile), each with its initial routes (``routes``, every position) and last position
+    (``last``): from the tables given, or (``initial=None``) from the ``route_init`` straps,
+    which give position 0 alone (the others and ``last`` are then 0). A reset longer than
+    ``n_colors`` cycles hides the walk.
+
+    Parameters
+    ----------
+    n_colors : int
+    initial : list of lists of (rx, tx), or None
+        ``initial[k][c]``: position ``k`` of color ``c``.
+    last : list of int
+        Each color's last position (with ``initial``).
+
+    Members
+    -------
+    walk : Out(range(n_colors + 1))
+    walking : Out(1)
+    routes : Out(ArrayLayout(RouteStrap, MAX_POSITIONS))
+    last : Out(2)
+    route_init : In(route_straps_layout(n_colors))
+        Only with ``initial=None``.
+    """
+
+    def __init__(self, n_colors, *, initial=None, last=None):
+        self.n_colors, self.initial, self.last_positions = n_colors, initial, last
+        members = {"walk": Out(range(n_colors + 1)), "walking": Out(1),
+                   "routes": Out(data.ArrayLayout(RouteStrap, MAX_POSITIONS)), "last": Out(2)}
+        if initial is None:
+            members["route_init"] = In(route_straps_layout(n_colors))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n_colors
+        walk = Signal(range(n + 1), reset_less=True)
+        in_reset = Signal(reset_less=True)
+        m.d.sync += in_reset.eq(ResetSignal())
+        with m.If(ResetSignal() & ~in_reset):
+            m.d.sync += walk.eq(0)
+        with m.Elif(walk != n):
+            m.d.sync += walk.eq(walk + 1)
+        m.d.comb += [self.walk.eq(walk), self.walking.eq(walk != n)]
+        if self.initial is None:
+            m.d.comb += self.routes[0].eq(Array(self.route_init[c] for c in range(n))[walk])
+            return m
+        for k, routes in enumerate(self.initial):
+            table = Array(RouteStrap.const({"rx": rx, "tx": tx}) for rx, tx in routes)
+            m.d.comb += self.routes[k].eq(table[walk])
+        m.d.comb += self.last.eq(Array(self.last_positions)[walk])
         return m

@@ -13,7 +13,7 @@ from .route_state import RouteState
 from .route_table import Position, RouteTable
 from .router_input import RouterInput
 from .validate import integer
-from .wavelet import COLOR_BITS, MAX_COLORS, Direction, Wavelet
+from .wavelet import COLOR_BITS, MAX_COLORS, N_PORTS, Direction, Wavelet
 
 __all__ = ["Router"]
 
@@ -117,11 +117,11 @@ class Router(wiring.Component):
         Sticky: some wavelet was dropped.
     idle : Out(1)
         Every queue and output register is empty (nothing in flight in this router).
-    ramp_offer : Out(ArrayLayout(COLOR_BITS, 5))
+    ramp_offer : Out(ArrayLayout(COLOR_BITS, N_PORTS))
         Only with ``ramp_accept=True``: ``ramp_offer[i]`` is the color of the head input ``i``
         (the :class:`~rtl.wavelet.Direction` value: N=0 ... R=4) offers this cycle, meaningful
         while it asks for the ramp (the R input never does without ``u_turns``).
-    ramp_accept : In(5)
+    ramp_accept : In(N_PORTS)
         Only with ``ramp_accept=True``: bit ``i`` set when the core would take input ``i``'s
         head if the ramp granted it this cycle (offered now, or in the next cycle from the
         ramp's output register). Asking per input, not per color, keeps a 32-way choice by
@@ -256,7 +256,7 @@ class Router(wiring.Component):
         if self.straps:
             cfg_rx, cfg_tx = self.cfg_route_init.rx, self.cfg_route_init.tx
         else:
-            cfg_rx, cfg_tx = Const(self.cfg_route.rx, 5), Const(self.cfg_route.tx, 5)
+            cfg_rx, cfg_tx = Const(self.cfg_route.rx, N_PORTS), Const(self.cfg_route.tx, N_PORTS)
 
         inputs = []
         for port in ports:

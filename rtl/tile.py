@@ -46,8 +46,8 @@ class Tile(wiring.Component):
 
     The router has one queue per input besides configuration's (``n_queues=1``): the psums
     the core takes skip it (below), and everything else, the core's own output included, shares
-    the one queue as it did when the core's psums had a second (a queue that nothing entered
-    once the bypass came: 120 LUT4 places an interior tile of the ULX3S's 4x4). The core tells
+    the one queue (a second for the core's psums would be a queue nothing enters: the area in
+    ``docs/fpga.md``). The core tells
     the router, for the head each router input offers, whether it can take it (``ramp_offer`` /
     ``ramp_accept``), so the ramp only grants those. The ramp is a register like the router's
     other outputs and the core's ``accept`` a promise for the next cycle

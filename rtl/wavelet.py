@@ -21,7 +21,7 @@ from amaranth.lib import data
 from amaranth.lib import enum as hw_enum
 
 __all__ = [
-    "DATA_BITS", "COLOR_BITS", "WAVELET_BITS", "MAX_COLORS",
+    "DATA_BITS", "COLOR_BITS", "WAVELET_BITS", "MAX_COLORS", "N_PORTS", "PORT_MASK",
     "Direction", "ControlOp", "ConfigOp",
     "Wavelet", "ControlPayload", "ConfigPayload",
     "Codec", "WAVELET", "CONTROL", "CONFIG",
@@ -82,6 +82,12 @@ class Direction(enum.IntEnum):
     def from_mask(cls, mask):
         """The directions whose bits are set in ``mask``, in port order."""
         return [d for d in cls if mask & d.bit]
+
+
+#: A router's ports (:class:`Direction`): the width of a route mask.
+N_PORTS = len(Direction)
+#: A route mask with every port in it.
+PORT_MASK = (1 << N_PORTS) - 1
 
 
 class ControlOp(hw_enum.Enum, shape=4):
