@@ -41,8 +41,10 @@ from amaranth.lib import data
 from .core_params import CoreColors, CoreParams
 from .validate import integer
 from .wavelet import (
+    COLOR_BITS,
     CONFIG,
     CONTROL,
+    N_PORTS,
     WAVELET,
     Codec,
     ConfigOp,
@@ -147,8 +149,8 @@ class CrEntry(data.Struct):
 class RouteStrap(data.Struct):
     """One color's route as a strapped router takes it at reset (position 0), or the
     configuration route: ``rx`` and ``tx`` port masks (:class:`~rtl.wavelet.Direction` bits)."""
-    rx: unsigned(5)
-    tx: unsigned(5)
+    rx: unsigned(N_PORTS)
+    tx: unsigned(N_PORTS)
 
 
 WEIGHT = Codec(WeightPayload)
@@ -246,7 +248,7 @@ def core_strap_layout(rows, cols=1):
     """The straps of a core built with ``straps=True``: its seven colors, its row and its
     column, inputs instead of elaboration constants, so every core of a mesh is the same
     module."""
-    fields = {f.name: unsigned(5) for f in dataclasses.fields(CoreColors)}
+    fields = {f.name: unsigned(COLOR_BITS) for f in dataclasses.fields(CoreColors)}
     fields["row"] = unsigned(max(1, (rows - 1).bit_length()))
     fields["col"] = unsigned(max(1, (cols - 1).bit_length()))
     return data.StructLayout(fields)
