@@ -59,6 +59,9 @@ def summary(data):
         lines.append(f"{name:<22} {_figure(figure['line']):>7} "
                      f"{figure['lines_hit']:>5}/{figure['lines']:<5} {figure['lines_partial']:>8} "
                      f"{_figure(figure['toggle']):>9} {_figure(figure['verilog_line']):>15}")
+    if data.get("changed_since_built"):
+        lines.append(f"edited since the oldest build (its line numbers may be off there): "
+                     f"{', '.join(data['changed_since_built'])}")
     missed = [(name, n) for name, figure in data["modules"].items()
               for n in figure.get("uncovered_lines", [])]
     lines.append(f"python lines no run reached: {len(missed)}")
@@ -122,6 +125,9 @@ def write_html(coverage, data, directory):
             f"<table><tr><th class='l'>module</th><th>line %</th><th>lines</th><th>partial</th>"
             f"<th>toggle %</th><th>toggle bits</th><th>Verilog line %</th><th>Verilog lines"
             f"</th></tr>{''.join(rows)}</table>")
+    if data.get("changed_since_built"):
+        body += (f"<p class='miss'>Edited since the oldest build (their line numbers may be "
+                 f"off): {html.escape(', '.join(data['changed_since_built']))}</p>")
     (directory / "index.html").write_text(_page("RTL coverage", body))
     return directory / "index.html"
 
@@ -164,6 +170,15 @@ def write_lcov(coverage, path):
     Path(path).write_text("\n".join(out) + "\n")
 
 
+def _changed_since_built(coverage):
+    """The ``rtl`` files edited after the oldest Verilog export that maps into them: their line
+    numbers in the report may no longer be those of the file as it now reads."""
+    oldest = min(Path(f).stat().st_mtime for f in coverage.maps)
+    return sorted(name for name in coverage.modules
+                  if (RTL / Path(name).name).is_file()
+                  and (RTL / Path(name).name).stat().st_mtime > oldest)
+
+
 def report(build, out, json_path=None):
     """Merge the ``.dat`` files under ``build``, write the report into ``out`` (and the JSON to
     ``json_path`` if given); return the JSON data."""
@@ -174,6 +189,7 @@ def report(build, out, json_path=None):
     coverage = analyse(merge(dats))
     designs = sorted({Path(f).parent.name for f in coverage.maps})     # top-digest
     data = figures_json(coverage, runs=len(dats), designs=designs)
+    data["changed_since_built"] = _changed_since_built(coverage)
     out = Path(out)
     write_html(coverage, data, out)
     write_lcov(coverage, out / "rtl.info")
