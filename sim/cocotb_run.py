@@ -23,8 +23,8 @@ from xml.etree import ElementTree
 from . import toolchain
 from .export import export_verilog
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "TIMESCALE", "DEFAULT_TIMEOUT", "COVERAGE_ARGS", "Build",
-           "Result", "build", "build_once", "build_directory", "cached_seconds",
+__all__ = ["SIMULATORS", "BUILD_ROOT", "TIMESCALE", "BUILT", "DEFAULT_TIMEOUT", "COVERAGE_ARGS",
+           "Build", "Result", "build", "build_once", "build_directory", "cached_seconds",
            "coverage_enabled", "default_timeout", "forget_build", "locked", "run"]
 
 
@@ -194,17 +194,18 @@ def build(component, *, top, sim="verilator", waves=False, root=None, ports_only
                  coverage=coverage)
 
 
-_cache = {}
+#: The builds :func:`build_once` made in this process, by design: it does not build those again.
+BUILT = {}
 
 
 def build_once(make_component, *, key, top, sim="verilator", waves=False, ports_only=False):
     """:func:`build` ``make_component()`` unless this process already built ``key`` (a
     hashable description of the design, such as its parameters as JSON) for ``sim``."""
     index = (key, top, sim, waves, ports_only, sim == "verilator" and coverage_enabled())
-    if index not in _cache:
-        _cache[index] = build(make_component(), top=top, sim=sim, waves=waves,
-                              ports_only=ports_only)
-    return _cache[index]
+    if index not in BUILT:
+        BUILT[index] = build(make_component(), top=top, sim=sim, waves=waves,
+                             ports_only=ports_only)
+    return BUILT[index]
 
 
 def run(built, *, module, testcase=None, params=None, name=None, seed=None, extra_env=None,

@@ -209,7 +209,7 @@ def test_a_simulator_that_dies_is_a_one_line_error(engine):
 
 
 @pytest.mark.parametrize("engine, flags, what", [
-    ("verilator", "_VERILATOR_ARGS", "the compiled wse_mesh_1x1"),
+    ("verilator", "VERILATOR_ARGS", "the compiled wse_mesh_1x1"),
     ("lanes", "CXXFLAGS", "the lanes model of lanes_1x1"),
 ])
 def test_a_failed_build_is_a_simulation_error_naming_its_log(monkeypatch, tmp_path, engine, flags,

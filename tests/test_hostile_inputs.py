@@ -384,7 +384,7 @@ def test_a_build_dir_under_a_file_is_named(tmp_path, monkeypatch, backend):
     for module in (cocotb_run, compiled):
         monkeypatch.setattr(module, "BUILD_ROOT", root)
     # a 1x1 built earlier by this worker is in the per-process cache: build it again here
-    monkeypatch.setattr(cocotb_run, "_cache", {})
+    monkeypatch.setattr(cocotb_run, "BUILT", {})
     assert lanes.cocotb_run is cocotb_run
     with pytest.raises(SimulationError) as info:
         open_system(backend, MeshConfig(1, 1))

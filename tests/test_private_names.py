@@ -71,11 +71,32 @@ def _is_own(value):
             and value.func.id == "super")
 
 
+def _named(node):
+    """The private name a ``getattr`` / ``setattr`` / ``monkeypatch.setattr`` call reaches by a
+    string (``(obj, "_name")`` or ``("module._name", value)``), if any."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if name not in ("getattr", "setattr", "hasattr", "delattr") or not node.args:
+        return None
+    if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+            and isinstance(node.args[1].value, str) and _private(node.args[1].value) \
+            and not _is_own(node.args[0]):
+        return f"{ast.unparse(node.args[0])}.{node.args[1].value}"
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) \
+            and any(_private(part) for part in first.value.split(".")):
+        return first.value
+    return None
+
+
 def private_attributes(tree):
-    """``(line, text)`` of every ``x._name`` where ``x`` is not the test's own object."""
-    return [(node.lineno, f"{ast.unparse(node.value)}.{node.attr}") for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and _private(node.attr)
-            and not _is_own(node.value)]
+    """``(line, text)`` of every ``x._name`` where ``x`` is not the test's own object, and of
+    every such name reached through ``getattr``, ``setattr`` or ``monkeypatch.setattr``."""
+    found = [(node.lineno, f"{ast.unparse(node.value)}.{node.attr}") for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and _private(node.attr)
+             and not _is_own(node.value)]
+    return found + [(node.lineno, _named(node)) for node in ast.walk(tree)
+                    if isinstance(node, ast.Call) and _named(node)]
 
 
 def test_no_module_imports_another_modules_private_name():
@@ -102,6 +123,9 @@ def test_no_test_touches_a_private_attribute_of_another_module():
     ("trainer.swarm._leaves.workers", 0, 1),
     ("self._log.append(1); super()._exchange(s); cls._cache", 0, 0),
     ("system.__class__; system.exchange(s)", 0, 0),
+    ("monkeypatch.setattr(compiled, '_FLAGS', []); getattr(w, '_gemm')", 0, 2),
+    ("monkeypatch.setattr('wse.sim.compiled._FLAGS', []); setattr(self, '_x', 1)", 0, 1),
+    ("monkeypatch.setattr(compiled, 'FLAGS', []); getattr(w, 'gemm')", 0, 0),
 ])
 def test_the_checks_find_what_they_must(source, imports, attributes):
     tree = ast.parse(source)
