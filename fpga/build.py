@@ -18,6 +18,7 @@ the module) or drop its unused edge ports, which a flattened build does per posi
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -101,17 +102,24 @@ def synth_script(family, synth):
 _SYNTHESIS_STAMP = "synthesis.sha256"
 
 
+#: An RTLIL source location (``attribute \src "/path/to/rtl/core.py:71"``): where the checkout
+#: is, not what the netlist is.
+_SOURCE_LOCATION = re.compile(rb'^ *attribute \\src "[^"\n]*"\n', re.MULTILINE)
+
+
 def _synthesis_digest(files, yosys):
     """A digest of what Yosys reads (every file of the build plan but its scripts and the pin
-    constraints, which only nextpnr and the packer read; the seed is in the script) and of the
-    Yosys that reads it (``{"command", "version"}``)."""
+    constraints, which only nextpnr and the packer read, the seed being in the script; and
+    without the RTLIL's source locations, so that a checkout elsewhere digests the same) and of
+    the Yosys that reads it (``{"command", "version"}``)."""
     digest = hashlib.sha256(json.dumps(yosys, sort_keys=True).encode())
     for name in sorted(files):
         if name.startswith("build_") or name.endswith((".lpf", ".pcf", ".sdc")):
             continue
         content = files[name]
+        content = content if isinstance(content, bytes) else content.encode()
         digest.update(name.encode() + b"\0")
-        digest.update(content if isinstance(content, bytes) else content.encode())
+        digest.update(_SOURCE_LOCATION.sub(b"", content) if name.endswith(".il") else content)
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -122,3 +122,18 @@ def test_a_second_seed_places_the_first_seeds_netlist_again(tmp_path, monkeypatc
     assert "--seed 2" in scripts[1] and second["cells"] == first["cells"]
     other = fpga_build.build("ulx3s-85f", (1, 1), out=tmp_path, seed=2, acc_buffers=2)
     assert not other["synthesis_reused"] and '"$YOSYS"' in scripts[2]
+
+
+def test_the_digest_of_a_netlist_ignores_where_the_checkout_is():
+    from wse.fpga.build import _synthesis_digest
+
+    def il(path, wire="x"):
+        return {"top.il": f'  attribute \\src "{path}/rtl/core.py:71"\n  wire \\{wire}\n',
+                "build_top.sh": "nextpnr --seed 1", "top.lpf": "LOCATE"}
+
+    yosys = {"command": "yosys", "version": "0.70"}
+    same = _synthesis_digest(il("/a"), yosys)
+    assert _synthesis_digest(il("/b"), yosys) == same
+    assert _synthesis_digest({**il("/a"), "build_top.sh": "nextpnr --seed 2"}, yosys) == same
+    assert _synthesis_digest(il("/a", wire="y"), yosys) != same
+    assert _synthesis_digest(il("/a"), {**yosys, "version": "0.71"}) != same
