@@ -167,8 +167,9 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     ``shard`` tokens, at least as large as the default (or ``overrides``): ``n_feat`` and
     ``n_out`` a row's share of the widest layer in either direction (the forward pass's inputs
     and outputs are the delta pass's outputs and inputs) and of the shard (the weight-gradient
-    pass's features are the tokens), ``n_tok`` the next power of two of a
-    column's share of the shard. Where the cores' memory cannot hold that much (``n_feat *
+    pass's features are the tokens), ``n_tok`` the next power of two of a column's share of
+    the widest layer's inputs (the weight-gradient pass's tokens: one block, so its deltas
+    stream once) and of the shard. Where the cores' memory cannot hold that much (``n_feat *
     n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``, ``docs/pe.md``), ``n_feat`` and ``n_out``
     are cut to what fits and the layers wider than that run in blocks
     (:mod:`fabric.tiling`): :class:`TrainSizing` says which.
@@ -186,12 +187,19 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
                              f"even in blocks: a carriage return names at most {MAX_O + 1} "
                              f"outputs")
     base = MeshConfig(rows, cols, **overrides)
-    n_tok = max(base.n_tok, 1 << (math.ceil(shard / cols) - 1).bit_length())
+    n_tok = max(base.n_tok, _pow2(math.ceil(shard / cols)))
     if n_tok > _MAX_DIM:
         raise ValueError(f"a batch shard of {shard} tokens does not fit the {rows}x{cols} mesh: "
                          f"its {cols} columns hold at most {cols * _MAX_DIM} tokens "
                          f"({_MAX_DIM} a core); use more systems or a smaller batch")
     widest = math.ceil(max(*widths, shard) / rows)    # the gradient pass's features: tokens
+    # the gradient pass's tokens are a layer's inputs: all of them in one block where the
+    # memory allows (the other passes run on their real tokens alone: TOKENS)
+    n_tok_grad = _pow2(math.ceil(max(widths[:-1]) / cols))
+    while n_tok_grad > n_tok and (min(widest, _MAX_DIM) * n_tok_grad > _Y_WORDS
+                                  or n_tok_grad > _MAX_DIM):
+        n_tok_grad //= 2
+    n_tok = max(n_tok, n_tok_grad)
     n_feat = min(max(base.n_feat, widest), _MAX_DIM, _X_WORDS // n_tok)
     n_out = min(max(base.n_out, widest), _MAX_DIM, _Y_WORDS // n_tok)
     blocked = {}
@@ -205,6 +213,11 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
                              f"{n_tok} tokens)")
     return TrainSizing(dataclasses.replace(base, n_feat=n_feat, n_out=n_out, n_tok=n_tok),
                        blocked)
+
+
+def _pow2(n):
+    """The smallest power of two at least ``n`` (1 for ``n <= 1``)."""
+    return 1 << (max(1, n) - 1).bit_length()
 
 
 #: A core's largest dimension, and the words its X and Y regions hold (``docs/pe.md``).

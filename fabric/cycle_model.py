@@ -9,9 +9,10 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
   gate lets through count, and each MASK of the core's column costs 1); a CR rides on the AXPY
   before it (a CR after a CR takes a cycle) and waits while every accumulator buffer but the
   active one is still with the engine;
-- the engine reduces outputs in order, ``n_tok`` cycles each when they queue (``n_tok + 2``
-  from idle); it starts an output the cycle after its CR, and its first token waits for the
-  first psum token of every neighbour it needs (that neighbour's first token plus ``hop`` cycles);
+- the engine reduces outputs in order, a cycle for each token its gate lets through (the
+  column's active tokens, or an output's mask), when they queue (2 more from idle); it starts an
+  output the cycle after its CR, and its first token waits for the first psum token of every
+  neighbour it needs (that neighbour's first token plus ``hop`` cycles);
 - every column runs the same stream, so a row's time is its slowest column's;
 - the phase ends when the last engine has sent its last token, plus the drain to the outlets.
 
@@ -64,8 +65,16 @@ class CycleModel:
         self.program = program
         self.acc_buffers = cfg.acc_buffers if acc_buffers is None else acc_buffers
         self.masked = program.mask is not None and not unmasked
+        self.engine = self._engine_tokens(program)
         costs = self._costs(program, program.check_x(X))
         self.cycles, self.busy, self.stall = self._run(program, costs)
+
+    def _engine_tokens(self, program):
+        """``(n_out,)``, by output index: the tokens the engines visit for each output (its
+        busiest column's gate: the active tokens, or the mask's)."""
+        if self.masked:
+            return program.gates().sum(axis=2).max(axis=1)
+        return np.full(program.n_out, int(program.active_tokens().max()), dtype=np.int64)
 
     def _costs(self, program, X):
         """``costs[r, k]``: the cycles row ``r`` spends on the ``k``-th output of the stream
@@ -92,12 +101,14 @@ class CycleModel:
             streamed = program.streamed_outputs[order][:, None]
             live, idle = live & streamed, idle & streamed
         costs = np.zeros((cfg.rows, program.n_out, cfg.cols), dtype=np.int64)
+        takes_part = ~program.cr_flags()[0][order] if self.masked else None    # (n_out, rows)
         for r in range(cfg.rows):
             feats = np.flatnonzero(row_of == r)
-            if not feats.size:
-                continue
             if self.masked:
-                costs[r] = self._masked_costs(program, blocks, r, feats, live, idle)
+                costs[r] = self._masked_costs(program, blocks, r, feats, live, idle,
+                                              takes_part[:, r])
+                continue
+            if not feats.size:
                 continue
             # per_feature[j, c]: the AXPY cycles of feature feats[j] in column c
             per_feature = np.stack([rows[r][c][slot_of[feats]] for c in range(cfg.cols)], axis=1)
@@ -106,28 +117,32 @@ class CycleModel:
         return costs.max(axis=2)
 
     @staticmethod
-    def _masked_costs(program, blocks, r, feats, live, idle):
+    def _masked_costs(program, blocks, r, feats, live, idle, takes_part):
         """``(n_out, cols)``: row ``r``'s cycles per output (stream order) and column when each
-        output's AXPYs see only the tokens its gate lets through, plus the column's MASKs."""
+        output's AXPYs see only the tokens its gate lets through, plus the column's MASKs (in
+        every row taking part in the output, ``takes_part``: the engines of a chain visit the
+        same tokens)."""
         cfg = program.config
         order = program.output_order
         gates = program.gates()[order]                          # (n_out, cols, n_tok)
         masks = program.masks_per_output()[order]               # (n_out, cols)
         tpb, lanes = cfg.n_tok // cfg.lanes, cfg.lanes
         on = live[:, feats].astype(np.int64)
-        any_weight = (live[:, feats] | idle[:, feats]).any(axis=1)
+        part = (live[:, feats] | idle[:, feats]).any(axis=1) | takes_part
         out = np.zeros((program.n_out, cfg.cols), dtype=np.int64)
         for c in range(cfg.cols):
+            out[:, c] = masks[:, c] * part
+            if not feats.size:
+                continue
             nz = blocks[(r, c)][program.in_placement.slot_of[feats]] != 0   # (F, n_tok)
             nz = nz.reshape(len(feats), tpb, lanes).astype(np.int64)
             g = gates[:, c].reshape(program.n_out, tpb, lanes).astype(np.int64)
             per = np.einsum("oib,fib->ofb", g, nz).max(axis=2)             # (n_out, F)
-            out[:, c] = (on * np.maximum(1, per)).sum(axis=1)
-            out[:, c] += idle[:, feats].sum(axis=1) + masks[:, c] * any_weight
+            out[:, c] += (on * np.maximum(1, per)).sum(axis=1) + idle[:, feats].sum(axis=1)
         # every core takes every wavelet of its row's stream from its ramp, one a cycle: the
         # other columns' MASKs too (it discards them, but not faster than they arrive)
-        arriving = masks.sum(axis=1) * any_weight + (live[:, feats] | idle[:, feats]).sum(axis=1)
-        return np.maximum(out, (arriving + 1)[:, None])
+        arriving = masks.sum(axis=1) * part + (live[:, feats] | idle[:, feats]).sum(axis=1)
+        return np.where(part[:, None], np.maximum(out, (arriving + 1)[:, None]), 0)
 
     def _run(self, program, costs):
         """Plain Python over ints (a row count is small; numpy per output costs more than it
@@ -135,9 +150,10 @@ class CycleModel:
         hands no buffer to its engine: it neither waits for one nor reduces, and its
         neighbours take no psum from it."""
         cfg = program.config
-        R, n_tok, n_buf = cfg.rows, cfg.n_tok, self.acc_buffers
+        R, n_buf = cfg.rows, self.acc_buffers
         order, owners, flags = self._schedule(program)
         owners = owners[order].tolist()
+        engine = self.engine[order].tolist()
         skips, quiet_n, quiet_s = (f[order].tolist() for f in flags)
         n = program.n_out
         per_output = costs.T.tolist()                 # per_output[k][r]
@@ -148,7 +164,7 @@ class CycleModel:
         cr = [0] * R
         last = 0
         for k in range(n):
-            owner, skip = owners[k], skips[k]
+            owner, skip, tokens = owners[k], skips[k], engine[k]
             for r in range(R):
                 cost = per_output[k][r]
                 if skip[r]:                           # no weight, no CR: nothing to do
@@ -175,8 +191,8 @@ class CycleModel:
                 if owner <= r < R - 1 and not quiet_s[k][r]:
                     ready = max(ready, first[r + 1] + HOP)
                 first[r] = ready
-                ends[r].append(ready + n_tok)
-                last = max(last, ready + n_tok)
+                ends[r].append(ready + tokens)
+                last = max(last, ready + tokens)
         cycles = last + DRAIN if n else FILL
         return cycles, np.array(busy, dtype=np.int64), np.array(stall, dtype=np.int64)
 
@@ -241,11 +257,13 @@ def predict_unmasked_cycles(program, X=None):
 def predict_load_cycles(program, X=None):
     """The modelled cycles of ``program``'s load exchange (:meth:`~fabric.program.GemmProgram.
     load_streams`): every row's stream enters its intake a word a cycle, so the exchange ends
-    ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after the longest one (``SELECT``, ``ADDR`` and a
-    ``LOAD`` per word of each column's block) has entered."""
+    ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after the longest one (for each column ``SELECT``
+    and ``TOKENS``, and where the core holds features ``ADDR`` and a ``LOAD`` per active word
+    of its block) has entered."""
     cfg = program.config
-    slots = program.in_placement.slots_per_row()
-    words = np.where(slots > 0, cfg.cols * (2 + slots * cfg.n_tok), 0)
+    slots = program.in_placement.slots_per_row()[:, None]
+    active = program.active_tokens()[None, :]
+    words = (2 + np.where(slots > 0, 1 + slots * active, 0)).sum(axis=1)
     longest = int(words.max()) if words.size else 0
     return longest + LOAD_HOP * cfg.cols + LOAD_EXTRA if longest else 0
 
@@ -262,8 +280,9 @@ def predict_read_cycles(program):
     cfg = program.config
     slots = program.out_placement.slots_per_row()
     total = 0
-    for rows in program._read_groups():
-        words = [int(slots[r]) * cfg.n_tok for r in rows]
+    active = int(program.active_tokens().max())        # the busiest column's
+    for rows in program.read_groups():
+        words = [int(slots[r]) * active for r in rows]
         # the busiest core's last word crosses the rows below it; the outlets' last word, the
         # rows below the lowest reading one
         core = max(READ_WORD * w + READ_HOP * (cfg.rows - r) for r, w in zip(rows, words))

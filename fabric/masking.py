@@ -11,32 +11,41 @@ __all__ = ["gates", "mask_words", "with_masks"]
 
 def gates(program):
     """``(n_out, cols, n_tok)`` bool: the gate core column ``c`` needs for output ``o``
-    (``mask[o, l * cols + c]`` for local token ``l``; padding tokens, whose ``X`` is 0,
-    stay 1 so that they cost no MASK). All ones without a mask."""
+    (``mask[o, l * cols + c]`` for local token ``l``; padding tokens, past the program's
+    tokens, are off). Without a mask, the gate every carriage return leaves: the column's
+    active tokens (:meth:`GemmProgram.active_tokens`)."""
     cfg = program.config
-    gate = np.ones((program.n_out, cfg.max_tokens), dtype=bool)
-    if program.mask is not None:
-        gate[:, :program.tokens] = program.mask
+    gate = np.zeros((program.n_out, cfg.max_tokens), dtype=bool)
+    gate[:, :program.tokens] = True if program.mask is None else program.mask
     return gate.reshape(program.n_out, cfg.n_tok, cfg.cols).transpose(0, 2, 1)
 
 
+def _chunk_bits(gate):
+    """``(..., chunks)`` int64: a gate ``(..., n_tok)`` as MASK ``bits``, 16 tokens a chunk."""
+    n_tok = gate.shape[-1]
+    chunks = -(-n_tok // isa.MASK_CHUNK)
+    padded = np.zeros((*gate.shape[:-1], chunks * isa.MASK_CHUNK), dtype=bool)
+    padded[..., :n_tok] = gate
+    padded = padded.reshape(*gate.shape[:-1], chunks, isa.MASK_CHUNK)
+    return (padded.astype(np.int64) << np.arange(isa.MASK_CHUNK)).sum(axis=-1)
+
+
 def mask_words(program):
-    """``(n_out, cols, chunks)`` int64: the MASK ``bits`` for each chunk of 16 local tokens
-    (tokens past ``n_tok`` are 1), or -1 where the chunk's gate is all ones (no MASK)."""
+    """``(n_out, cols, chunks)`` int64: the MASK ``bits`` for each chunk of 16 local tokens,
+    or -1 where the chunk's gate is the one a carriage return leaves (the column's active
+    tokens: no MASK needed)."""
     cfg = program.config
-    chunks = -(-cfg.n_tok // isa.MASK_CHUNK)
-    gate = np.ones((program.n_out, cfg.cols, chunks * isa.MASK_CHUNK), dtype=bool)
-    gate[:, :, :cfg.n_tok] = gates(program)
-    gate = gate.reshape(program.n_out, cfg.cols, chunks, isa.MASK_CHUNK)
-    bits = (gate.astype(np.int64) << np.arange(isa.MASK_CHUNK)).sum(axis=3)
-    return np.where(bits == (1 << isa.MASK_CHUNK) - 1, -1, bits)
+    bits = _chunk_bits(gates(program))
+    active = np.arange(cfg.n_tok)[None, :] < program.active_tokens()[:, None]
+    return np.where(bits == _chunk_bits(active)[None], -1, bits)
 
 
 def with_masks(program, streams, positions, rows_w, has_cr):
-    """``streams`` with, in each row, the output's MASKs (for every column and chunk that
-    is not all ones) in front of its first weight; rows without a weight of an output get
-    none (their gate does not matter, and the CR sets it again). ``has_cr[k, r]``: row ``r``
-    has a CR for the output at stream position ``k``."""
+    """``streams`` with, in each row that takes part in an output (a weight or a CR of it),
+    the output's MASKs (for every column and chunk whose gate differs from the active tokens)
+    in front of its first weight or its CR: every row of a reduction chain must gate the same
+    tokens, since the partial-sum engines visit only those. ``has_cr[k, r]``: row ``r`` has a
+    CR for the output at stream position ``k``."""
     cfg = program.config
     words = mask_words(program)
     order = program.output_order
@@ -52,7 +61,7 @@ def with_masks(program, streams, positions, rows_w, has_cr):
         stream, at = streams[r], 0
         merged = []
         for k, (n, cr) in enumerate(zip(counts, crs)):
-            if n:
+            if n or cr:
                 merged.extend(masks[k])
             merged.extend(stream[at:at + n + cr])       # the weights and the CR
             at += n + cr

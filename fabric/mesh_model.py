@@ -36,14 +36,16 @@ from .program import GemmProgram
 __all__ = ["MeshModel", "gemm_reference"]
 
 _CR_OPS = (ControlOp.CR.value, ControlOp.CR_OUT.value)
+_GATE_OPS = (ControlOp.MASK.value, ControlOp.TOKENS.value)
 
 
 class _Queue:
     """One core's commands of the current exchange and its carriage returns' psum needs."""
 
-    def __init__(self, words, crs):
+    def __init__(self, words, crs, gating=False):
         self.words = words          # packed wavelets (ints), ramp order
         self.crs = crs              # [(index, o, op, need_n, need_s)]
+        self.gating = gating        # holds a MASK or TOKENS: gates change between CRs
         self.pos = 0                # next command to run
         self.cr = 0                 # next entry of crs
 
@@ -174,8 +176,10 @@ class MeshModel:
                                 color[mine].tolist(), ctrl[mine].tolist(),
                                 control["op"].tolist(),
                                 isa.SELECT_ARG.unpack(control["arg"])["col"].tolist())
-            needs = self._needs(r, data[mine], ctrl[mine] & np.array(kept, dtype=bool))
-            queues[(r, c)] = _Queue(arr[mine].tolist(), needs)
+            kept = ctrl[mine] & np.array(kept, dtype=bool)
+            needs = self._needs(r, data[mine], kept)
+            gating = bool((kept.astype(bool) & np.isin(control["op"], _GATE_OPS)).any())
+            queues[(r, c)] = _Queue(arr[mine].tolist(), needs, gating)
         return queues
 
     def _needs(self, row, data, ctrl):
@@ -197,25 +201,40 @@ class MeshModel:
 
     def _advance(self, tile, q, inbox, outlets):
         """Run ``tile``'s commands up to its next carriage return whose psums are not queued;
-        route what it sends. Returns the neighbours that got psums."""
-        n_tok = self.config.n_tok
+        route what it sends. Returns the neighbours that got psums. A CR takes a psum from
+        each side it needs for every token its gate lets through (``docs/pe.md``): the gate
+        the commands before it leave, so a queue that changes gates (MASK, TOKENS) runs a CR
+        at a time."""
+        core = self.cores[tile]
         avail = self._avail[tile]
-        end = len(q.words)
-        while q.cr < len(q.crs):
-            index, _, _, need_n, need_s = q.crs[q.cr]
-            if avail[0] < need_n * n_tok or avail[1] < need_s * n_tok:
-                end = index
-                break
-            avail[0] -= need_n * n_tok
-            avail[1] -= need_s * n_tok
-            q.cr += 1
-        if end == q.pos:
-            return []
-        from_n, from_s = inbox[tile]
-        sent = self.cores[tile].run(q.words[q.pos:end], psum_from_n=from_n, psum_from_s=from_s)
-        inbox[tile] = ([], [])
-        q.pos = end
-        return self._route_sent(tile, sent, inbox, outlets)
+        touched = []
+        while True:
+            end = len(q.words)
+            gate = int(core.gate.sum())         # what the next CR visits, unless gates change
+            while q.cr < len(q.crs):
+                index, _, _, need_n, need_s = q.crs[q.cr]
+                if q.gating and index > q.pos:
+                    end = index                 # run up to it, then see its gate
+                    break
+                if avail[0] < need_n * gate or avail[1] < need_s * gate:
+                    end = index
+                    break
+                avail[0] -= need_n * gate
+                avail[1] -= need_s * gate
+                q.cr += 1
+                gate = core.active              # what every CR leaves
+                if q.gating:
+                    end = index + 1
+                    break
+            if end == q.pos:
+                return touched
+            from_n, from_s = inbox[tile]
+            sent = core.run(q.words[q.pos:end], psum_from_n=from_n, psum_from_s=from_s)
+            inbox[tile] = ([], [])
+            q.pos = end
+            touched += self._route_sent(tile, sent, inbox, outlets)
+            if not q.gating:
+                return touched
 
     def _route_sent(self, tile, sent, inbox, outlets):
         r, c = tile
@@ -249,9 +268,10 @@ class MeshModel:
         index, o, op, need_n, need_s = q.crs[q.cr]
         name = ControlOp(op).name
         have = self._avail[tile]
-        lacks = [f"{cfg.n_tok} psums from the {side} (has {have[k]})"
+        gate = int(self.cores[tile].gate.sum())
+        lacks = [f"{gate} psums from the {side} (has {have[k]})"
                  for k, (side, need) in enumerate((("north", need_n), ("south", need_s)))
-                 if need and have[k] < cfg.n_tok]
+                 if need and have[k] < gate]
         return (f"core ({r},{c}) waits at command {index} of {len(q.words)} ({name} {o}, owner "
                 f"row {o % cfg.rows}) for {' and '.join(lacks)}")
 

@@ -10,7 +10,7 @@ from wse.rtl.core_params import CoreParams
 from wse.rtl.validate import integer
 from wse.rtl.wavelet import pack
 
-__all__ = ["addr", "load", "read", "select", "weight", "cr", "mask", "psums"]
+__all__ = ["addr", "load", "read", "select", "weight", "cr", "mask", "tokens", "psums"]
 
 _ADDRESS_MAX = (1 << isa.ADDR_ARG.fields["addr"][1]) - 1
 
@@ -79,6 +79,15 @@ def mask(params: CoreParams, chunk: int, bits: int, col: int | None = None, *,
     bits = integer("bits", bits, 0, (1 << isa.MASK_CHUNK) - 1)
     return _wavelet(int(isa.mask_data(col, chunk, bits)),
                     params.colors.weight if color is None else color, 1)
+
+
+def tokens(params: CoreParams, count: int, *, color: int | None = None) -> int:
+    """TOKENS on ``cmd`` (or ``color``): the core's active tokens := ``count`` (``0 .. n_tok``;
+    the model and the RTL count a larger one as an error): its gate, then and after every
+    carriage return, has the tokens below ``count`` on (:class:`~rtl.isa.TokensArg`)."""
+    count = integer("count", count, 0, (1 << isa.TOKENS_ARG.fields["count"][1]) - 1)
+    return _wavelet(int(isa.tokens_data(count)),
+                    params.colors.cmd if color is None else color, 1)
 
 
 def psums(color: int, values) -> list[int]:

@@ -20,9 +20,15 @@ Timing model (the choices the RTL comparison must respect):
   every wavelet given to it, psum list entries and dropped wavelets included, but not SELECTs,
   not the ``cmd`` wavelets it discarded while another column was selected, and not the MASKs of
   other columns (discarded too).
-- The gate (one bit per local token, all ones after reset) is read by an AXPY when it runs and
-  set again to all ones by every CR or CR_OUT that takes effect (not a dropped one; one with
-  ``skip`` too): a MASK lasts until the end of the output it comes in.
+- The gate (one bit per local token) is read by an AXPY when it runs and by the partial-sum
+  engine when a CR or CR_OUT takes effect: the engine visits only the gated tokens, in order
+  (their psums, totals and ``Y`` words; the others' ``Y`` words stay as they were). Every CR
+  that takes effect (not a dropped one; one with ``skip`` too) sets it again to the *active*
+  tokens: those below the count of the last TOKENS, all of them after reset. A MASK lasts until
+  the end of the output it comes in; TOKENS sets the gate at once (cost 1; a count above
+  ``n_tok`` is an error, nothing changes). Below the counters, the load pointer and a READ's
+  address step over the inactive tokens: from a row's last active token of ``X`` or ``Y`` to
+  the next row's first, so a load or a read of a GEMM's real tokens is one contiguous stream.
 - A carriage return's flags (:class:`~rtl.isa.CrArg`): ``quiet_n`` / ``quiet_s`` take no
   psums from that side (as on a row with no neighbour there); ``skip`` hands nothing to the
   engine (no psums taken or sent, no ``Y`` written, no raw totals) and leaves the accumulators
@@ -51,11 +57,11 @@ from wse.rtl import isa
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, CoreParams
 from wse.rtl.wavelet import WAVELET_BITS, ControlOp, unpack
 
-from .pe_commands import addr, cr, load, mask, psums, read, select, weight
+from .pe_commands import addr, cr, load, mask, psums, read, select, tokens, weight
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
-    "addr", "load", "read", "select", "weight", "cr", "mask", "psums", "selection",
+    "addr", "load", "read", "select", "weight", "cr", "mask", "tokens", "psums", "selection",
     "axpy_cycles",
 ]
 
@@ -96,6 +102,7 @@ def _decode(data: np.ndarray) -> dict[str, list[int]]:
         "col": isa.SELECT_ARG.unpack(control["arg"])["col"].tolist(),
         "chunk": isa.MASK_ARG.unpack(control["arg"])["chunk"].tolist(),
         "bits": isa.MASK_ARG.unpack(control["arg"])["bits"].tolist(),
+        "count": isa.TOKENS_ARG.unpack(control["arg"])["count"].tolist(),
     }
 
 
@@ -147,6 +154,7 @@ class CoreModel:
         self.ptr = 0
         self.selected = 0
         self.gate = np.ones(params.n_tok, dtype=bool)
+        self.active = params.n_tok
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.error = False
         # psum FIFOs by color: (32-bit word, position in this run's ramp; None: from a list,
@@ -236,6 +244,8 @@ class CoreModel:
                 cost = self._read(i, f["read_addr"], f["read_len"])
             elif op == ControlOp.MASK.value:       # of this column: selection() took the rest
                 self._mask(f["chunk"], f["bits"])
+            elif op == ControlOp.TOKENS.value:
+                self._tokens(f["count"])
             elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
                 if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value,
                             quiet_n=f["cr_quiet_n"], quiet_s=f["cr_quiet_s"],
@@ -250,7 +260,16 @@ class CoreModel:
             self.x.flat[self.ptr] = numerics.from_wire(self.params.fmt, value)
         else:
             self._fail()
-        self.ptr = (self.ptr + 1) % _ADDRESSES
+        self.ptr = self._step(self.ptr)
+
+    def _step(self, address: int) -> int:
+        """The address after ``address`` for a LOAD or a READ: below the counters, from the
+        last active token of a row of ``X`` or ``Y`` (local token ``address % n_tok``) to the
+        first token of the next row; elsewhere the next word. Wraps at 16 bits."""
+        n_tok = self.params.n_tok
+        if address < COUNTER_BASE and address % n_tok + 1 >= self.active:
+            return (address // n_tok + 1) * n_tok % _ADDRESSES
+        return (address + 1) % _ADDRESSES
 
     def _mask(self, chunk: int, bits: int) -> None:
         first = isa.MASK_CHUNK * chunk
@@ -259,6 +278,17 @@ class CoreModel:
             return
         n = min(isa.MASK_CHUNK, self.params.n_tok - first)
         self.gate[first:first + n] = [bits >> j & 1 for j in range(n)]
+
+    def _tokens(self, count: int) -> None:
+        if count > self.params.n_tok:
+            self._fail()
+            return
+        self.active = count
+        self._open_gate()
+
+    def _open_gate(self) -> None:
+        """The gate a carriage return leaves: the active tokens on, the rest off."""
+        self.gate = np.arange(self.params.n_tok) < self.active
 
     def _axpy(self, value: int, slot: int) -> int:
         p = self.params
@@ -281,11 +311,12 @@ class CoreModel:
         snapshot = dict(self.counters)
         snapshot["wavelets_in"] = (self._in_base + self._kept[i]
                                    + sum(1 for pos in self._used if pos is None or pos > i))
-        for k in range(length):
-            word = self._word((address + k) % _ADDRESSES, snapshot)
+        for _ in range(length):
+            word = self._word(address, snapshot)
             if word is None:
                 self._fail()
             self._send(self.params.colors.out, word or 0)
+            address = self._step(address)
         return 1 + 2 * length
 
     def _word(self, address: int, snapshot: dict[str, int]) -> int | None:
@@ -309,36 +340,39 @@ class CoreModel:
             self._fail()
             return False
         if skip:
-            self.gate[:] = True
+            self._open_gate()
             return True
         inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner and not quiet_n),
                   ("psum_from_s", c.psum_from_s, owner <= p.row < p.rows - 1 and not quiet_s)]
+        # the engine visits the tokens the gate let through, in order: the rest of the buffer
+        # is zero, and no psum, total or Y word of theirs moves
+        walk = np.flatnonzero(self.gate)
         for name, col, needed in inputs:
-            if needed and len(self._psums[col]) < p.n_tok:
-                raise ValueError(f"CR {o} at row {p.row} needs {p.n_tok} {name} values, "
+            if needed and len(self._psums[col]) < walk.size:
+                raise ValueError(f"CR {o} at row {p.row} needs {walk.size} {name} values, "
                                  f"only {len(self._psums[col])} left")
-        s = self.acc
+        s = self.acc[walk]
         for _, col, needed in inputs:
             if needed:
-                s, overflow = numerics.accumulate(p.fmt, s, self._take(col))
+                s, overflow = numerics.accumulate(p.fmt, s, self._take(col, walk.size))
                 self._overflow(overflow.any())
         if p.row == owner and raw:
             for v in s.tolist():
                 self._send(c.out, v & _WORD)
         elif p.row == owner:
-            self.y[slot], overflow = numerics.requantise(p.fmt, s)
+            self.y[slot, walk], overflow = numerics.requantise(p.fmt, s)
             self._overflow(overflow.any())
         else:
             for v in s.tolist():
                 self._send(c.psum_to_s if p.row < owner else c.psum_to_n, v & _WORD)
         self.acc = np.zeros(p.n_tok, dtype=np.int64)
-        self.gate[:] = True
+        self._open_gate()
         return True
 
     # Helpers -------------------------------------------------------------------------------------
 
-    def _take(self, color: int) -> np.ndarray:
-        entries = [self._psums[color].popleft() for _ in range(self.params.n_tok)]
+    def _take(self, color: int, n: int) -> np.ndarray:
+        entries = [self._psums[color].popleft() for _ in range(n)]
         self._used.extend(pos for _, pos in entries)
         return numerics.from_wire(self.params.fmt, [v for v, _ in entries], acc=True)
 

@@ -29,29 +29,19 @@ milliseconds. Wavelets are packed 38-bit words as Python ints (:mod:`rtl.isa`).
 """
 
 import math
-import operator
 
 import numpy as np
 
 from wse.rtl import isa
-from wse.rtl.core_params import Y_BASE
 from wse.rtl.validate import readonly
-from wse.rtl.wavelet import pack, unpack
+from wse.rtl.wavelet import pack
 
-from . import masking, numerics, spans
+from . import masking, numerics, replies, spans
 
 __all__ = ["GemmProgram", "MAX_READ"]
 
 #: Words one READ fetches at most (its ``len`` field, :class:`~rtl.isa.ReadArg`).
-MAX_READ = isa.MAX_READ
-
-
-# Helpers ------------------------------------------------------------------------------------------
-
-def _words(fmt, words):
-    """32-bit reply words (a wavelet's data) as the numbers they carry (bf16: bit patterns)."""
-    value = isa.WORD.unpack(np.asarray(words, dtype=np.int64).astype(np.uint64))["value"]
-    return numerics.from_wire(fmt, value, acc=True) if fmt.is_float else value
+MAX_READ = replies.MAX_READ
 
 
 # The program --------------------------------------------------------------------------------------
@@ -238,155 +228,56 @@ class GemmProgram:
                 blocks[(r, c)] = np.ascontiguousarray(row[:, :, c])
         return blocks
 
+    def active_tokens(self):
+        """``(cols,)`` int64: the real tokens of each column (``t % cols == c``, ``t <
+        tokens``), what the load's TOKENS sets in its cores."""
+        cols = self.config.cols
+        return np.maximum(0, -(-(self.tokens - np.arange(cols)) // cols)).astype(np.int64)
+
     def load_streams(self, X=None):
-        """``{row: [wavelets]}``: for each column ``c`` in turn whose core holds features,
-        ``SELECT c``, ``ADDR 0`` and a ``LOAD`` per word of its :meth:`x_blocks` block
-        (row-major: slot, then local token), on ``cmd``."""
+        """``{row: [wavelets]}``: for each column ``c`` in turn, ``SELECT c``, ``TOKENS``
+        (the column's :meth:`active_tokens`: every core's engine then visits only the real
+        tokens, whatever an earlier GEMM left) and, where the core holds features, ``ADDR 0``
+        and a ``LOAD`` per active word of its :meth:`x_blocks` block (row-major: slot, then
+        local token; the core's load pointer steps over the inactive tokens), on ``cmd``."""
         cfg = self.config
         cmd = cfg.plan.cmd
+        active = self.active_tokens().tolist()
         streams = {r: [] for r in range(cfg.rows)}
         for (r, c), block in self.x_blocks(X).items():
+            streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
+            streams[r].append(int(pack(isa.tokens_data(active[c]), cmd, 1)))
             if block.size:
-                streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
                 streams[r].append(int(pack(isa.addr_data(0), cmd, 1)))
-                words = numerics.to_wire(cfg.fmt, block.ravel())
+                words = numerics.to_wire(cfg.fmt, block[:, :active[c]].ravel())
                 streams[r].extend(pack(isa.load_data(words), cmd, 0).tolist())
         return streams
 
-    # Results ------------------------------------------------------------------------------------
-
-    def _read_groups(self):
-        """The plan's READ groups (rows with distinct reply colors), each cut to its rows that
-        own results; groups left empty are dropped."""
-        slots = self.out_placement.slots_per_row()
-        groups = [[r for r in rows if slots[r]] for rows in self.config.plan.read_groups()]
-        return [rows for rows in groups if rows]
+    # Results (:mod:`fabric.replies`) ------------------------------------------------------
 
     def read_streams(self):
-        """``[{row: [wavelets]}]``, one exchange per group of rows with distinct reply colors
-        (``ColorPlan.read_groups``; one exchange when every row has a color of its own): for
-        each core of a row in column order, ``SELECT c`` and a ``READ`` of its used ``Y`` slots
-        (``slots * n_tok`` words from ``0x8000``) on ``cmd``, split into READs of at most
-        :data:`MAX_READ` words when longer. Replies come back on ``out(r)`` through outlet
-        ``c``."""
-        if self.raw:
-            raise ValueError("a raw program's results stream out on CR_OUT: there is no Y to "
-                             "read (use decode_raw on the compute exchange's outlets)")
-        cfg = self.config
-        cmd = cfg.plan.cmd
-        slots = self.out_placement.slots_per_row()
-        exchanges = []
-        for rows in self._read_groups():
-            streams = {}
-            for r in rows:
-                words = int(slots[r]) * cfg.n_tok
-                streams[r] = []
-                for c in range(cfg.cols):
-                    streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
-                    for start in range(0, words, MAX_READ):
-                        length = min(MAX_READ, words - start)
-                        streams[r].append(int(pack(isa.read_data(Y_BASE + start, length), cmd,
-                                                   1)))
-            exchanges.append(streams)
-        return exchanges
+        """``[{row: [wavelets]}]``: the READs of each owner core's ``Y``, one exchange per group
+        of rows with distinct reply colors (:func:`~.replies.read_streams`)."""
+        return replies.read_streams(self)
 
     def read_blocks(self, outlets):
-        """The replies to :meth:`read_streams` (a list with, for each of its exchanges,
-        ``{col: [wavelets]}`` as they left the outlets, any interleaving across colors) as
-        ``{(r, c): (slots, n_tok) int64}`` blocks for :meth:`decode_y`."""
-        cfg = self.config
-        groups = self._read_groups()
-        if not isinstance(outlets, (list, tuple)) or len(outlets) != len(groups):
-            raise ValueError(f"outlets must be a list of {len(groups)} dict(s) col -> wavelets, "
-                             f"one for each exchange of read_streams, not {type(outlets)}")
-        slots = self.out_placement.slots_per_row()
-        blocks = {}
-        for rows, got in zip(groups, outlets):
-            replies = self._replies(got, {r: int(slots[r]) * cfg.n_tok for r in rows}, "READ")
-            blocks.update({(r, c): words.reshape(int(slots[r]), cfg.n_tok)
-                           for (r, c), words in replies.items()})
-        return blocks
+        """The replies to :meth:`read_streams` as ``{(r, c): (slots, n_tok)}`` blocks
+        (:func:`~.replies.read_blocks`)."""
+        return replies.read_blocks(self, outlets)
 
     def decode_y(self, blocks):
-        """``Y`` (``[n_out, tokens]`` int64) from ``{(r, c): (slots, n_tok)}`` blocks of the
-        requantised results each core holds (rows owning no output may be left out)."""
-        cfg, p = self.config, self.out_placement
-        slots = p.slots_per_row()
-        full = np.zeros((cfg.rows, max(int(slots.max()), 1), cfg.cols, cfg.n_tok),
-                        dtype=np.int64)
-        for r in range(cfg.rows):
-            for c in range(cfg.cols):
-                if not slots[r]:
-                    continue
-                if (r, c) not in blocks:
-                    raise ValueError(f"no Y block of core ({r},{c}), which holds {slots[r]} "
-                                     f"result slot(s)")
-                block = np.asarray(blocks[(r, c)])
-                if block.ndim != 2 or block.shape[0] < slots[r] or block.shape[1] != cfg.n_tok:
-                    raise ValueError(f"the Y block of core ({r},{c}) must have shape "
-                                     f"({slots[r]}, {cfg.n_tok}), not {block.shape}")
-                full[r, :slots[r], c] = block[:slots[r]]
-        return self._gather(full, p.slot_of)
+        """``Y`` (``[n_out, tokens]`` int64) from the blocks (:func:`~.replies.decode_y`)."""
+        return replies.decode_y(self, blocks)
 
     def decode_raw(self, outlets):
-        """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program from what left
-        the outlets during the compute exchange (``{col: [wavelets]}``, any interleaving across
-        colors, the order within a color kept): row ``r``'s cores send ``n_tok`` words per
-        output they own, in stream order (:attr:`output_order`)."""
-        if not self.raw:
-            raise ValueError("not a raw program: results are in Y (use read_streams, "
-                             "read_blocks and decode_y)")
-        cfg, p = self.config, self.out_placement
-        owned = np.bincount(p.row_of, minlength=cfg.rows)
-        replies = self._replies(outlets, {r: int(n) * cfg.n_tok for r, n in enumerate(owned)
-                                          if n}, "raw result")
-        full = np.zeros((cfg.rows, max(int(owned.max()), 1), cfg.cols, cfg.n_tok),
-                        dtype=np.int64)
-        for (r, c), words in replies.items():
-            full[r, :owned[r], c] = words.reshape(owned[r], cfg.n_tok)
-        # an output's position among its owner's outputs, in stream order
-        order = self.output_order
-        by_owner = order[np.argsort(p.row_of[order], kind="stable")]
-        first = np.concatenate(([0], np.cumsum(owned)[:-1]))
-        rank = np.empty(self.n_out, dtype=np.int64)
-        rank[by_owner] = np.arange(self.n_out) - first[p.row_of[by_owner]]
-        return self._gather(full, rank)
+        """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program from the compute
+        exchange's outlets (:func:`~.replies.decode_raw`)."""
+        return replies.decode_raw(self, outlets)
 
-    def _gather(self, full, slot):
-        """``Y[o, t] = full[row_out[o], slot[o], t % cols, t // cols]``."""
-        cols = self.config.cols
-        t = np.arange(self.tokens)
-        return full[self.out_placement.row_of[:, None], slot[:, None], t % cols, t // cols]
-
-    def _replies(self, outlets, expected, what):
-        """``{(r, c): int64 words}`` of row ``r``'s reply color at outlet ``c`` for the rows of
-        ``expected`` (which reply in one exchange: distinct colors), checking that each carries
-        ``expected[r]`` words and nothing else arrives."""
-        cfg = self.config
-        if not isinstance(outlets, dict):
-            raise ValueError(f"outlets must be a dict col -> wavelets, not {type(outlets)}")
-        extra = set(outlets) - set(range(cfg.cols))
-        if extra:
-            raise ValueError(f"outlets has no column {min(extra)!r} (the mesh has "
-                             f"{cfg.cols})")
-        row_of = {cfg.plan.out(r): r for r in expected}
-        replies = {}
-        for c in range(cfg.cols):
-            words = np.array([operator.index(w) for w in outlets.get(c, ())], dtype=np.uint64)
-            data, color, _ = unpack(words)
-            foreign = ~np.isin(color, list(row_of))
-            if foreign.any():
-                raise ValueError(f"outlet {c} carried a wavelet of color "
-                                 f"{int(color[foreign][0])}, which is no reply color of rows "
-                                 f"{sorted(expected)}")
-            for r in expected:
-                mine = data[color == cfg.plan.out(r)]
-                if mine.size != expected[r]:
-                    raise ValueError(f"outlet {c} carried {mine.size} {what} word(s) of row {r} "
-                                     f"(color {cfg.plan.out(r)}), expected {expected[r]}")
-                if expected[r]:
-                    replies[(r, c)] = _words(cfg.fmt, mine)
-        return replies
+    def read_groups(self):
+        """The plan's READ groups cut to the rows that own results
+        (:func:`~.replies.read_groups`)."""
+        return replies.read_groups(self)
 
     # Figures ------------------------------------------------------------------------------------
 

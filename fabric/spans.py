@@ -41,17 +41,24 @@ def cr_flags(program, *, unmasked=False):
     owner, holds a weight of it; every other row skips it (it has no weight of the output, so
     its accumulators are zero, and it gets no CR for it); a row takes no psum from a neighbour
     that skips (``quiet_n``, ``quiet_s``). All False without ``program.spans``: every row
-    reduces every output. ``unmasked``: the flags of the same program without its mask."""
+    reduces every output. An output a mask gates off on every token gets no CR in any row (its
+    results are 0, and the host knows it). ``unmasked``: the flags of the same program without
+    its mask."""
     rows = program.config.rows
     off = np.zeros((program.n_out, rows), dtype=bool)
     if not program.spans:
-        return off, off.copy(), off.copy()
+        skip = off.copy()
+        if program.mask is not None and not unmasked:
+            skip[~program.streamed_outputs] = True
+        return skip, off, off.copy()
     has = weight_rows(program, unmasked=unmasked)
     owner = program.out_placement.row_of[:, None]
     r = np.arange(rows)[None, :]
     from_top = np.logical_or.accumulate(has, axis=1)
     from_bottom = np.logical_or.accumulate(has[:, ::-1], axis=1)[:, ::-1]
     runs = (r == owner) | ((r < owner) & from_top) | ((r > owner) & from_bottom)
+    if program.mask is not None and not unmasked:
+        runs &= program.streamed_outputs[:, None]
     above = np.pad(runs[:, :-1], ((0, 0), (1, 0)))        # runs[o, r - 1], False at row 0
     below = np.pad(runs[:, 1:], ((0, 0), (0, 1)))         # runs[o, r + 1]
     quiet_n = (r > 0) & (r <= owner) & ~above

@@ -179,6 +179,11 @@ class Core(wiring.Component):
             disp.acc_full.eq(accs.full), disp.acc_pending.eq(accs.pending),
             accs.issue.eq(disp.walk), accs.retire.eq(disp.retire),
             accs.retire_job.eq(disp.retire_job),
+            # the gate goes with the buffer, a bit per token in token order (token t is index
+            # t // lanes of bank t % lanes)
+            accs.retire_gate.eq(Cat(lanes[t % p.lanes].gate[t // p.lanes]
+                                    for t in range(p.n_tok))),
+            reader.tokens.eq(disp.tokens),
             disp.lanes_busy.eq(Cat(lane.busy for lane in lanes).any()),
             disp.lanes_done.eq(Cat(lane.done for lane in lanes)),
         ]
@@ -193,6 +198,8 @@ class Core(wiring.Component):
                 lane.load_value.eq(value), lane.load_zero.eq(zero_value),
                 lane.gate_arg.eq(data.View(MaskArg, arg)),
                 lane.gate_write.eq(disp.gate_write), lane.gate_reset.eq(disp.gate_reset),
+                lane.gate_open.eq(Cat(disp.gate_open[t]
+                                      for t in range(b, p.n_tok, p.lanes))),
                 lane.read.eq(reader.x_read[b]), lane.read_address.eq(reader.x_address),
                 reader.x_data[b].eq(lane.x_data),
             ]

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .core_lane import AccPortSignature
 from .core_params import CoreParams
-from .isa import cr_job_layout
+from .isa import cr_job_layout, engine_job_layout
 from .psum import AccDrainSignature
 from .validate import integer
 
@@ -52,15 +52,15 @@ class AccBuffers(wiring.Component):
         Each lane's MAC.
     issue : In(1)
         An AXPY issues this cycle: its tokens go to the active buffer.
-    retire, retire_job : In
-        Hand the active buffer to the engine with its job (``cr_job_layout``); only while not
-        ``full``.
+    retire, retire_job, retire_gate : In
+        Hand the active buffer to the engine with its job (``cr_job_layout``) and the gate it
+        was filled under (``n_tok`` bits, token order); only while not ``full``.
     full : Out(1)
         Every buffer but the active one waits for the engine.
     pending : Out(1)
         Some buffer waits for the engine or is being reduced.
-    job : Out(stream.Signature(cr_job_layout(rows, n_out)))
-        The oldest retired buffer's job, to the engine.
+    job : Out(stream.Signature(engine_job_layout(rows, n_out, n_tok)))
+        The oldest retired buffer's job and gate, to the engine.
     drain : In(AccDrainSignature(params))
         The engine reading the buffer it reduces.
     """
@@ -76,9 +76,11 @@ class AccBuffers(wiring.Component):
             "issue":      In(1),
             "retire":     In(1),
             "retire_job": In(job),
+            "retire_gate": In(params.n_tok, init=(1 << params.n_tok) - 1),
             "full":       Out(1),
             "pending":    Out(1),
-            "job":        Out(stream.Signature(job)),
+            "job":        Out(stream.Signature(engine_job_layout(params.rows, params.n_out,
+                                                                 params.n_tok))),
             "drain":      In(AccDrainSignature(params)),
         })
 
@@ -106,12 +108,12 @@ class AccBuffers(wiring.Component):
             m.d.sync += ebuf.eq(ebuf_next)
         m.d.sync += retired.eq(retired + self.retire - drain.done)
 
-        crq = m.submodules.cr_fifo = SyncFIFO(width=len(self.retire_job.as_value()),
+        crq = m.submodules.cr_fifo = SyncFIFO(width=len(self.job.payload.as_value()),
                                               depth=n_buf - 1)
         # An overlapped start reads its buffer in this cycle: not while a MAC reads it.
         mac_on_next = Cat(*(mac.read for mac in macs)).any() & (s1_buf == ebuf_next)
         m.d.comb += [
-            crq.w_data.eq(self.retire_job), crq.w_en.eq(self.retire),
+            crq.w_data.eq(Cat(self.retire_job, self.retire_gate)), crq.w_en.eq(self.retire),
             self.job.payload.eq(crq.r_data),
             self.job.valid.eq(crq.r_rdy & ~(drain.busy & mac_on_next)),
             crq.r_en.eq(self.job.valid & self.job.ready),

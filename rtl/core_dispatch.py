@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from .core_input import COMMAND, SKIP_OP, command_held_layout, cr_ahead_layout
 from .core_params import CoreParams
-from .core_rows import RowSplit, below
-from .isa import CR_O_BITS, MASK_CHUNK, AddrArg, CrArg, MaskArg, cr_job_layout
+from .core_rows import RowSplit, below, next_word
+from .isa import CR_O_BITS, MASK_CHUNK, AddrArg, CrArg, MaskArg, TokensArg, cr_job_layout
 from .peek_fifo import PeekSignature
 from .wavelet import ControlOp, ControlPayload
 
@@ -19,10 +19,11 @@ _PLAIN_OPS = (ControlOp.NOP, ControlOp.ADVANCE, ControlOp.RESET, ControlOp.TEARD
 
 class Dispatcher(wiring.Component):
     """Runs the command FIFO's head (``docs/pe.md``, "Dispatch"): ADDR, LOAD, READ (started on
-    the :class:`~rtl.core_read.ReadEngine`), AXPY (walked by the lanes), CR, MASK.
+    the :class:`~rtl.core_read.ReadEngine`), AXPY (walked by the lanes), CR, MASK, TOKENS.
 
     A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
-    and moves the pointer on; ADDR sets the pointer. An AXPY takes ``max(1, max over lanes of
+    and moves the pointer on (past the inactive tokens of a row); ADDR sets the pointer. TOKENS
+    sets the active tokens and the gate they open (``gate_open``), which every CR restores. An AXPY takes ``max(1, max over lanes of
     the nonzero gated tokens left)`` cycles: ``walk`` while it runs, ``active`` from its second
     cycle. A READ waits until the MACs and the accumulator buffers are idle, then starts the
     READ engine and waits while the engine is ``reader_active``. A CR waits while the buffers
@@ -67,7 +68,14 @@ class Dispatcher(wiring.Component):
         One-hot: the lane the LOAD at the head writes, at ``load_index``.
     load_index : Out(range(tpb))
     gate_write, gate_reset : Out(1)
-        A MASK sets its chunk of gate bits; a CR sets every gate bit.
+        A MASK sets its chunk of gate bits; a CR taking effect, or TOKENS, sets the gate to
+        ``gate_open``.
+    gate_open : Out(n_tok)
+        The active tokens, a bit per token (all after reset): what ``gate_reset`` loads. A
+        register, but in TOKENS's own cycle its new value.
+    tokens : Out(range(n_tok + 1))
+        The active tokens' count (``n_tok`` after reset): LOADs and READs step over the rest
+        (:func:`~rtl.core_rows.next_word`).
     busy, stall, error : Out(1)
         This cycle's ``busy_cycles``, ``stall_cycles`` and ``errors`` increments.
     macs_issued, macs_skipped_act : Out(range(n_tok + 1))
@@ -100,6 +108,8 @@ class Dispatcher(wiring.Component):
             "load_index":    Out(range(params.tpb)),
             "gate_write":    Out(1),
             "gate_reset":    Out(1),
+            "gate_open":     Out(params.n_tok),
+            "tokens":        Out(range(params.n_tok + 1), init=params.n_tok),
             "busy":          Out(1),
             "stall":         Out(1),
             "error":         Out(1),
@@ -118,6 +128,7 @@ class Dispatcher(wiring.Component):
         cr_arg = data.View(CrArg, arg)
         pop, load, retire = Signal(), Signal(), Signal()
         free = Signal()                    # a CR with ``skip`` takes effect: the gate alone
+        opened = Signal()                  # TOKENS takes effect: a new gate for the CRs
         axpy_done = Signal()               # an AXPY's last cycle
         ptr = Signal(16)                   # the load pointer: feature, then token
         f_of_ptr, t_of_ptr = ptr >> log_tok, ptr[:log_tok]
@@ -134,7 +145,7 @@ class Dispatcher(wiring.Component):
             # Y come as an unknown opcode (the sorter's ``DROPPED_OP``): dropped, an error
             with m.If(is_data & ~is_weight):                                      # LOAD
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
-                m.d.sync += ptr.eq(ptr + 1)
+                m.d.sync += ptr.eq(next_word(ptr, self.tokens, p.n_tok))
                 with m.If(below(ptr, p.n_feat * p.n_tok)):
                     m.d.comb += load.eq(1)
                 with m.Else():
@@ -163,6 +174,12 @@ class Dispatcher(wiring.Component):
                     m.d.comb += self.gate_write.eq(1)
                 with m.Else():
                     m.d.comb += self.error.eq(1)
+            with m.Elif(op == ControlOp.TOKENS.value):
+                m.d.comb += [pop.eq(1), self.busy.eq(1)]
+                with m.If(data.View(TokensArg, arg).count <= p.n_tok):
+                    m.d.comb += opened.eq(1)
+                with m.Else():
+                    m.d.comb += self.error.eq(1)
             with m.Elif(op.matches(*(o.value for o in _PLAIN_OPS))):
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
             with m.Else():
@@ -178,7 +195,7 @@ class Dispatcher(wiring.Component):
             fuse_free.eq(axpy_done & cmd.next_valid & nxt.free),
             cmd.take2.eq(fuse | fuse_free),
             self.retire.eq(retire | fuse),
-            self.gate_reset.eq(retire | fuse | free | fuse_free),
+            self.gate_reset.eq(retire | fuse | free | fuse_free | opened),
             # every field, in every cycle (the CR queue takes it only with ``retire``)
             job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
             job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
@@ -186,7 +203,19 @@ class Dispatcher(wiring.Component):
             job.quiet_n.eq(Mux(fuse, nxt.job.quiet_n, cr_arg.quiet_n)),
             job.quiet_s.eq(Mux(fuse, nxt.job.quiet_s, cr_arg.quiet_s)),
         ]
+        self._active_tokens(m, data.View(TokensArg, arg).count, opened)
         return m
+
+    def _active_tokens(self, m, count, opened):
+        """The active tokens: ``tokens`` and the gate they open, ``gate_open`` (every token's
+        bit ``t < count``, worked out once, in TOKENS's cycle, and kept in flip-flops)."""
+        n_tok = self.params.n_tok
+        kept = Signal(n_tok, init=(1 << n_tok) - 1)
+        fresh = Signal(n_tok)
+        m.d.comb += [fresh[t].eq(count > t) for t in range(n_tok)]
+        m.d.comb += self.gate_open.eq(Mux(opened, fresh, kept))
+        with m.If(opened):
+            m.d.sync += [kept.eq(fresh), self.tokens.eq(count)]
 
     def _axpy(self, m, pop, axpy_done):
         """One cycle of an AXPY (of a slot in ``X``: the sorter made any other an unknown

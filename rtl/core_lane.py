@@ -58,17 +58,18 @@ class AxpyLane(wiring.Component):
 
     Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per
     feature (read combinationally at ``feature``) and the bank's bits of the core's **gate**
-    (a register, all ones after reset; ``docs/pe.md``, MASK). A LOAD writes one operand and its
-    mask bit. An AXPY walks the tokens of the slot's mask whose gate bit is set, lowest first,
-    one a cycle (``walk``): the first cycle takes ``mask & gate`` (none with a zero
-    ``weight``), later ones (``active``) what is left; ``done`` says nothing is left after this
-    cycle's token. A MASK (``gate_write``) sets the gate bits of the chunk's tokens in this
-    bank (index ``i`` holds token ``i * lanes + bank``, written from bit ``t % 16`` when the
-    chunk is ``t // 16``: constants per bit); ``gate_reset`` (a carriage return handing its
-    buffer over) sets every bit again. Both take effect at the end of the cycle, so the next
-    AXPY's first cycle sees them. Each token goes through the lane's :class:`~rtl.mac.Mac`:
-    ``X`` is read in the walk cycle, multiplied by the weight in the next (``s1``), and the
-    product added to the accumulator, read and written back in the one after (``s2``).
+    (a register, all ones after reset; ``docs/pe.md``, MASK and TOKENS). A LOAD writes one
+    operand and its mask bit. An AXPY walks the tokens of the slot's mask whose gate bit is
+    set, lowest first, one a cycle (``walk``): the first cycle takes ``mask & gate`` (none with
+    a zero ``weight``), later ones (``active``) what is left; ``done`` says nothing is left
+    after this cycle's token. A MASK (``gate_write``) sets the gate bits of the chunk's tokens
+    in this bank (index ``i`` holds token ``i * lanes + bank``, written from bit ``t % 16``
+    when the chunk is ``t // 16``: constants per bit); ``gate_reset`` (a carriage return taking
+    effect, or TOKENS) loads the bank's bits of the core's active tokens, ``gate_open``. Both
+    take effect at the end of the cycle, so the next AXPY's first cycle sees them. Each token
+    goes through the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle, multiplied
+    by the weight in the next (``s1``), and the product added to the accumulator, read and
+    written back in the one after (``s2``).
 
     Latency: a token's sum is written 2 cycles after its walk cycle. Throughput: one token a
     cycle. Bad input: the dispatcher checks slots, LOAD addresses and MASK chunks before it
@@ -98,8 +99,11 @@ class AxpyLane(wiring.Component):
     gate_write, gate_arg : In
         MASK: the gate bits of this bank's tokens in chunk ``gate_arg.chunk`` := their bits of
         ``gate_arg.bits`` (``gate_arg.col`` is not looked at: the input sorter filtered it).
-    gate_reset : In(1)
-        Every gate bit := 1 (wins over ``gate_write``; the dispatcher never asks both at once).
+    gate_reset, gate_open : In
+        The gate := ``gate_open`` (this bank's bits of the active tokens; wins over
+        ``gate_write``: the dispatcher never asks both at once).
+    gate : Out(tpb)
+        The gate bits now (a carriage return hands them to the engine with its buffer).
     read, read_address : In
         READ: fetch ``X`` word ``read_address`` (``feature * tpb + index``); ``x_data`` in the
         next cycle, held until the bank's ``X`` is read again.
@@ -134,6 +138,8 @@ class AxpyLane(wiring.Component):
             "gate_write":   In(1),
             "gate_arg":     In(MaskArg),
             "gate_reset":   In(1),
+            "gate_open":    In(tpb, init=(1 << tpb) - 1),
+            "gate":         Out(tpb),
             "read":         In(1),
             "read_address": In(range(params.n_feat * tpb)),
             "x_data":       Out(fmt.operand_shape),
@@ -159,8 +165,9 @@ class AxpyLane(wiring.Component):
         hit = {k: Signal(name=f"gate_chunk{k}") for k in chunks}
         for k, signal in hit.items():
             m.d.comb += signal.eq(self.gate_arg.chunk == k)
+        m.d.comb += self.gate.eq(gate)
         with m.If(self.gate_reset):
-            m.d.sync += gate.eq(gate.init)
+            m.d.sync += gate.eq(self.gate_open)
         with m.Elif(self.gate_write):
             for i in range(tpb):
                 t = i * p.lanes + self.bank

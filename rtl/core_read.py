@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .core_count import BANKED, CounterReadSignature
 from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
-from .core_rows import below
+from .core_rows import below, next_word
 from .isa import ReadArg
 from .wavelet import Wavelet
 
@@ -49,6 +49,9 @@ class ReadEngine(wiring.Component):
         The same for ``Y`` (one bank).
     out : Out(stream.Signature(Wavelet))
     out_color : In(5)
+    tokens : In(range(n_tok + 1))
+        The core's active tokens: a READ of ``X`` or ``Y`` steps from a row's last active token
+        to the next row's first (:func:`~rtl.core_rows.next_word`).
     busy, stall, error : Out(1)
         This cycle is a READ's cost, a wait for ``out``, a bad word.
     """
@@ -72,6 +75,7 @@ class ReadEngine(wiring.Component):
             "y_data":    In(fmt.operand_shape),
             "out":       Out(stream.Signature(Wavelet)),
             "out_color": In(5),
+            "tokens":    In(range(params.n_tok + 1), init=params.n_tok),
             "busy":      Out(1),
             "stall":     Out(1),
             "error":     Out(1),
@@ -140,7 +144,8 @@ class ReadEngine(wiring.Component):
             m.d.comb += self.out.valid.eq(1)
             with m.If(self.out.ready):
                 m.d.comb += [self.busy.eq(1), self.error.eq(region == 3)]
-                m.d.sync += [address.eq(address + 1), done.eq(done + 1), send.eq(0)]
+                m.d.sync += [address.eq(next_word(address, self.tokens, p.n_tok)),
+                             done.eq(done + 1), send.eq(0)]
                 with m.If(region == 3):
                     m.d.sync += bad.eq(bad + 1)
                 with m.If(done + 1 == length):

@@ -1,13 +1,13 @@
 """The core's arithmetic with constants: output feature to (result slot, owner row) without a
 divider (``o // rows``, ``o % rows``), and comparisons with a bound without a carry chain."""
 
-from amaranth.hdl import Const, Module, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .validate import count
 
-__all__ = ["RowSplit", "below"]
+__all__ = ["RowSplit", "below", "next_word"]
 
 
 def below(value, bound):
@@ -33,6 +33,20 @@ def below(value, bound):
         table = Const((1 << (bound >> k)) - 1, 1 << n)       # bit i set for i < bound >> k
         return ~value[k + n:].any() & table.bit_select(value[k:k + n], 1)
     return value[k:] < bound >> k
+
+
+def next_word(address, active, n_tok):
+    """The address after a 16-bit ``address`` in a LOAD or a READ (``docs/pe.md``, TOKENS):
+    below the counters (``0xFF00``), from a row's last active token (its local token, the low
+    ``log2(n_tok)`` bits, ``active - 1`` or more) to the next row's first; elsewhere the next
+    word. With every token active that is the next word everywhere."""
+    address = Value.cast(address)
+    log_tok = n_tok.bit_length() - 1
+    if log_tok == 0:
+        return address + 1              # one token a row: the next word is the next row's
+    token = address[:log_tok]
+    jump = (address[8:] != 0xFF) & (token + 1 >= active)
+    return Mux(jump, Cat(Const(0, log_tok), address[log_tok:] + 1), address + 1)[:16]
 
 
 class RowSplit(wiring.Component):

@@ -21,6 +21,7 @@ and of a control wavelet's ``arg``, by opcode::
     CrArg            o[24:0]  quiet_n[25]  quiet_s[26]  skip[27]   CR, CR_OUT
     SelectArg        col[27:0]                                     SELECT
     MaskArg          bits[15:0]  chunk[21:16]  col[27:22]             MASK
+    TokensArg        count[12:0]                                   TOKENS
 
 Inside a tile: :func:`cr_job_layout` (a carriage return queued for the partial-sum engine, its
 ``o`` split into result slot and owner row; :class:`CrEntry`, with ``o`` whole, was that queue's
@@ -62,15 +63,16 @@ __all__ = [
     # payloads and arguments
     "ARG_BITS", "MAX_ARG", "MAX_READ", "CR_O_BITS", "MAX_O",
     "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
-    "SelectArg", "MaskArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS",
+    "SelectArg", "MaskArg", "TokensArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS",
     "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
-    "SELECT_ARG", "MASK_ARG", "control_data", "weight_data", "load_data", "word_data", "addr_data",
-    "read_data", "cr_data", "select_data", "mask_data",
+    "SELECT_ARG", "MASK_ARG", "TOKENS_ARG", "control_data", "weight_data", "load_data",
+    "word_data", "addr_data",
+    "read_data", "cr_data", "select_data", "mask_data", "tokens_data",
     # straps
     "RouteStrap", "ROUTE_STRAP", "route_straps_layout", "route_straps_value",
     "core_strap_layout", "core_strap_codec", "core_strap_value",
     # inside the core
-    "cr_job_layout",
+    "cr_job_layout", "engine_job_layout",
 ]
 
 
@@ -140,6 +142,14 @@ class MaskArg(data.Struct):
     col:   unsigned(ARG_BITS - 22)
 
 
+class TokensArg(data.Struct):
+    """``arg`` of TOKENS: the core's active tokens, ``0 .. n_tok``. The gate a carriage return
+    leaves (and TOKENS itself sets) has the tokens below ``count`` on and the rest off, so the
+    AXPYs and the partial-sum engine visit only those (``docs/pe.md``)."""
+    count: unsigned(13)
+    _pad:  unsigned(ARG_BITS - 13)
+
+
 class CrEntry(data.Struct):
     """A carriage return queued in the core for its partial-sum engine (``raw``: a CR_OUT)."""
     o:   unsigned(ARG_BITS)
@@ -162,6 +172,7 @@ CR_ARG = Codec(CrArg)
 CR_ENTRY = Codec(CrEntry)
 SELECT_ARG = Codec(SelectArg)
 MASK_ARG = Codec(MaskArg)
+TOKENS_ARG = Codec(TokensArg)
 ROUTE_STRAP = Codec(RouteStrap)
 
 #: Words one READ fetches at most (its ``len`` field).
@@ -224,6 +235,11 @@ def mask_data(col, chunk, bits):
     return control_data(ControlOp.MASK, MASK_ARG.pack(col=col, chunk=chunk, bits=bits))
 
 
+def tokens_data(count):
+    """TOKENS: the core's active tokens := ``count`` (its gate: the tokens below it on)."""
+    return control_data(ControlOp.TOKENS, TOKENS_ARG.pack(count=count))
+
+
 # Straps ------------------------------------------------------------------------------------------
 
 def route_straps_layout(n_colors):
@@ -271,6 +287,13 @@ def core_strap_value(params):
 # Inside the core ---------------------------------------------------------------------------------
 
 @cache
+def engine_job_layout(rows, n_out, n_tok):
+    """A retired accumulator buffer's job for the partial-sum engine: its carriage return
+    (:func:`cr_job_layout`) and the gate it was filled under, a bit per local token: the tokens
+    the engine visits."""
+    return data.StructLayout({"cr": cr_job_layout(rows, n_out), "gate": unsigned(n_tok)})
+
+
 def cr_job_layout(rows, n_out):
     """A carriage return queued for the partial-sum engine: output feature ``o`` split into
     ``slot`` (``o // rows``, kept to the bits of ``range(n_out)``: the engine writes ``Y`` only

@@ -5,11 +5,19 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
-from .core_rows import below
-from .isa import core_strap_layout, cr_job_layout
+from .isa import core_strap_layout, engine_job_layout
 from .wavelet import Wavelet
 
 __all__ = ["AccDrainSignature", "PsumEngine"]
+
+
+def _lowest(m, bits, name):
+    """The index of the lowest set bit of ``bits`` (0 when none is set): a priority encoder."""
+    index = Signal(range(max(2, len(bits))), name=f"{name}_lowest")
+    for i in reversed(range(len(bits))):
+        with m.If(bits[i]):
+            m.d.comb += index.eq(i)
+    return index
 
 
 class AccDrainSignature(wiring.Signature):
@@ -53,9 +61,11 @@ class PsumEngine(wiring.Component):
 
     It takes a carriage return from ``job`` (while idle, or while adding the last token of
     the output before), with its role already split out (owner row ``o % rows``, result slot
-    ``o // rows``: :func:`~rtl.isa.cr_job_layout`), then streams the tokens in order through two
-    stages: ``read`` fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south
-    FIFOs (saturating: from the north on the rows ``0 < row <= owner``, from the south on the
+    ``o // rows``: :func:`~rtl.isa.cr_job_layout`) and the gate its buffer was filled under
+    (:func:`~rtl.isa.engine_job_layout`), then streams the gated tokens in order (the next one
+    found by a priority encoder over the gate bits not yet read) through two stages: ``read``
+    fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south FIFOs
+    (saturating: from the north on the rows ``0 < row <= owner``, from the south on the
     rows ``owner <= row < rows - 1``, unless the job's ``quiet_n`` / ``quiet_s`` says none
     come) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner row,
     requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``).
@@ -65,14 +75,15 @@ class PsumEngine(wiring.Component):
     neighbour's) is a register set with the job.
 
     Latency: 1 cycle from a job to the first read. Throughput: one token per cycle while its
-    inputs and the output are ready: ``n_tok`` cycles an output when the next one is waiting
-    (its first read overlaps the last add), ``n_tok + 2`` from idle. The core checks a CR
+    inputs and the output are ready: ``g`` cycles an output of ``g`` gated tokens when the next
+    one is waiting (its first read overlaps the last add), ``g + 2`` from idle; an output whose
+    gate is empty takes one cycle (two from idle). The core checks a CR
     before queueing it (a slot outside ``Y`` is an error there).
 
     Members
     -------
-    job : In(stream.Signature(cr_job_layout(rows, n_out)))
-        The next reduction (``ready``: it is taken this cycle).
+    job : In(stream.Signature(engine_job_layout(rows, n_out, n_tok)))
+        The next reduction and its gate (``ready``: it is taken this cycle).
     acc : Out(AccDrainSignature(params))
         To the retired accumulator buffer.
     psum_n, psum_s : In(stream.Signature(32))
@@ -97,7 +108,8 @@ class PsumEngine(wiring.Component):
         straps = {"strap": In(core_strap_layout(params.rows, params.cols))} if self.straps else {}
         super().__init__({
             **straps,
-            "job":       In(stream.Signature(cr_job_layout(params.rows, params.n_out))),
+            "job":       In(stream.Signature(engine_job_layout(params.rows, params.n_out,
+                                                              params.n_tok))),
             "acc":       Out(AccDrainSignature(params)),
             "psum_n":    In(stream.Signature(32)),
             "psum_s":    In(stream.Signature(32)),
@@ -115,21 +127,22 @@ class PsumEngine(wiring.Component):
         acc, job = self.acc, self.job
         log_lanes = p.lanes.bit_length() - 1          # lanes is a power of two
 
-        slot = Signal.like(job.payload.slot)
+        slot = Signal.like(job.payload.cr.slot)
         need_n = Signal()
         need_s = Signal()
         is_owner = Signal()
         raw = Signal()
         color = Signal(5)                            # where the sums go: out, south or north
-        read_token = Signal(range(p.n_tok + 1))      # next token to read (n_tok: all read)
+        left = Signal(p.n_tok)                       # gated tokens of this output not yet read
         add_token = Signal(range(p.n_tok))           # token in the add stage
         add_valid = Signal()
 
         # Which word a read would fetch, from registers alone: every token of this output read,
-        # the only read left is token 0 of the next (so the buffers can present the address
+        # the only read left is the first of the next (so the buffers can present the address
         # before ``read``, which waits for the output, is known).
-        m.d.comb += acc.read_next.eq(read_token == p.n_tok)
-        read_from = Mux(acc.read_next, 0, read_token)        # token 0 of the next output
+        m.d.comb += acc.read_next.eq(left == 0)
+        next_gate = job.payload.gate
+        read_from = Mux(acc.read_next, _lowest(m, next_gate, "next"), _lowest(m, left, "left"))
         m.d.comb += [
             acc.read_bank.eq(read_from[:log_lanes]),
             acc.read_index.eq(read_from >> log_lanes),
@@ -166,11 +179,11 @@ class PsumEngine(wiring.Component):
 
         def take_next():
             """Latch the next output and its role (owner row, result slot)."""
-            owner = job.payload.owner
+            owner = job.payload.cr.owner
             m.d.sync += [
-                raw.eq(job.payload.raw), slot.eq(job.payload.slot),
-                need_n.eq((row > 0) & (row <= owner) & ~job.payload.quiet_n),
-                need_s.eq((row < p.rows - 1) & (row >= owner) & ~job.payload.quiet_s),
+                raw.eq(job.payload.cr.raw), slot.eq(job.payload.cr.slot),
+                need_n.eq((row > 0) & (row <= owner) & ~job.payload.cr.quiet_n),
+                need_s.eq((row < p.rows - 1) & (row >= owner) & ~job.payload.cr.quiet_s),
                 is_owner.eq(owner == row),
                 color.eq(Mux(owner == row, colors.out,
                              Mux(row < owner, colors.psum_to_s, colors.psum_to_n))),
@@ -181,7 +194,7 @@ class PsumEngine(wiring.Component):
                 m.d.comb += job.ready.eq(1)
                 with m.If(start):
                     take_next()
-                    m.d.sync += [read_token.eq(0), add_valid.eq(0)]
+                    m.d.sync += [left.eq(next_gate), add_valid.eq(0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [
@@ -199,20 +212,22 @@ class PsumEngine(wiring.Component):
                     with m.If(is_owner & ~raw):
                         m.d.sync += [y_pending.eq(1), y_sum.eq(s2),
                                      y_address.eq(Cat(add_token, slot))]
-                read = below(read_token, p.n_tok) & (~add_valid | fire)
-                last = fire & (read_token == p.n_tok)
+                stage_free = ~add_valid | fire
+                read = (left != 0) & stage_free
+                last = (left == 0) & stage_free      # every token read, the last one added now
                 m.d.comb += [acc.done.eq(last), job.ready.eq(last)]
                 with m.If(start):
-                    # the next output's first read overlaps this output's last add
+                    # the next output's first read overlaps this output's last add; an output
+                    # whose gate is empty reads nothing and is done in the next cycle
                     take_next()
-                    m.d.comb += acc.read.eq(1)
-                    m.d.sync += [read_token.eq(1), add_token.eq(0), add_valid.eq(1)]
+                    m.d.comb += acc.read.eq(next_gate != 0)
+                    m.d.sync += [left.eq(next_gate & (next_gate - 1)), add_token.eq(read_from),
+                                 add_valid.eq(next_gate != 0)]
                 with m.Elif(read):
                     m.d.comb += acc.read.eq(1)
-                    m.d.sync += [read_token.eq(read_token + 1), add_token.eq(read_token),
+                    m.d.sync += [left.eq(left & (left - 1)), add_token.eq(read_from),
                                  add_valid.eq(1)]
-                with m.Elif(fire):
+                with m.Elif(last):
                     m.d.sync += add_valid.eq(0)
-                    with m.If(read_token == p.n_tok):
-                        m.next = "IDLE"
+                    m.next = "IDLE"
         return m

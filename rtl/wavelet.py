@@ -107,6 +107,7 @@ class ControlOp(hw_enum.Enum, shape=4):
     CR_OUT   = 7   # carriage return whose total leaves raw on ``out`` instead of ``Y`` (core)
     SELECT   = 8   # on ``cmd``: the core of column ``arg`` takes the commands that follow (core)
     MASK     = 9   # the core of column ``arg.col`` gates 16 of its tokens until the next CR (core)
+    TOKENS   = 10  # the core's active tokens := ``arg``: its engine reduces only those (core)
 
 
 class ConfigOp(hw_enum.Enum, shape=2):

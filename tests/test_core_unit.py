@@ -289,7 +289,6 @@ def test_random_masked_streams_match_the_model(seed):
     x = rng.integers(-300, 300, (3, n_tok))
     x[rng.random(x.shape) < 0.3] = 0
     cmds = [pe_model.select(params), pe_model.addr(params, 0), *pe_model.load(params, x)]
-    effective = []                        # the carriage returns that take effect (need psums)
 
     def a_mask():
         color = c.cmd if rng.random() < 0.3 else c.weight
@@ -318,17 +317,13 @@ def test_random_masked_streams_match_the_model(seed):
         if rng.random() < 0.1:            # this row's, outside Y: dropped unless raw
             o = params.n_out * rows + row
         cmds.append(pe_model.cr(params, o, raw=raw))
-        if raw or o % rows != row or o // rows < params.n_out:
-            effective.append(o)
-    n_from_n = sum(n_tok for o in effective if 0 < row <= o % rows)
-    n_from_s = sum(n_tok for o in effective if o % rows <= row < rows - 1)
-    psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
+    psums = _psums_taken(params, cmds, rng)
     pace = rng.random(4000) < 0.7
     # the gates matter: without the MASKs the same stream issues more MACs
     issued = []
     for stream in (cmds, [w for w in cmds if not _is_mask(w)]):
         model = pe_model.CoreModel(params)
-        model.run(stream, *psums)
+        model.run(stream, *_psums_taken(params, stream, rng))
         issued.append(model.counters["macs_issued"])
     assert issued[0] < issued[1]
     compare(params, cmds + [pe_model.read(params, Y_BASE, params.n_out * n_tok)], *psums,
@@ -344,6 +339,18 @@ def _is_mask(word):
 
 
 # Carriage return flags (``isa.CrArg``: quiet_n, quiet_s, skip) ----------------------------------
+
+def _psums_taken(params, cmds, rng):
+    """Random psums from the north and the south, as many as the carriage returns of ``cmds``
+    take: a psum for every token each one's gate lets through (the model counts them)."""
+    plenty = 64 * params.n_tok * len(cmds)
+    model = pe_model.CoreModel(params)
+    model.run(cmds, [0] * plenty, [0] * plenty)
+    left = model.pending_psums
+    c = params.colors
+    return tuple(list(rng.integers(-5000, 5000, plenty - left[color]))
+                 for color in (c.psum_from_n, c.psum_from_s))
+
 
 def _psums_needed(params, crs):
     """Psums a core takes from the north and the south for ``crs``, ``(o, raw, quiet_n,
@@ -392,8 +399,8 @@ def test_random_streams_with_flagged_carriage_returns(seed):
                                 skip=skip))
         crs.append((o, raw, quiet_n, quiet_s, skip))
         axpys = 0
-    n_from_n, n_from_s = _psums_needed(params, crs)
-    psums = (list(rng.integers(-5000, 5000, n_from_n)), list(rng.integers(-5000, 5000, n_from_s)))
+    psums = _psums_taken(params, cmds, rng)
+    assert [len(side) for side in psums] <= list(_psums_needed(params, crs))
     assert any(c[4] for c in crs) and any(c[2] or c[3] for c in crs if not c[4])
     pace = rng.random(4000) < 0.7
     compare(params, cmds + [pe_model.read(params, Y_BASE, params.n_out * n_tok)], *psums,
@@ -505,3 +512,66 @@ def test_a_skip_never_waits_for_a_buffer():
     plain = [pe_model.cr(params, o % 2) for o in range(12)]
     took, _ = run(plain, hold=200)
     assert took[len(head) + 11] >= 200
+
+
+# Active tokens (TOKENS) and the gated partial-sum engine ----------------------------------------
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_streams_with_active_tokens_and_gated_outputs(seed):
+    """TOKENS now and then (a bad count too), loads and READs of ``X`` and ``Y`` that step over
+    the inactive tokens, MASKs that gate outputs down to a few tokens or none, CRs and CR_OUTs
+    whose engines visit only the gated tokens (psums taken, sums sent and ``Y`` written for
+    those alone), some of them back to back behind a busy engine; random output pacing,
+    straps and buffers by seed."""
+    rng = np.random.default_rng(900 + seed)
+    rows, row = 3, int(rng.integers(0, 3))
+    n_tok, lanes = [(16, 1), (32, 2), (8, 4), (16, 2), (4, 1), (32, 1)][seed]
+    params = CoreParams(n_feat=3, n_tok=n_tok, n_out=4, rows=rows, row=row, lanes=lanes)
+    chunks = -(-n_tok // 16)
+    cmds = []
+    active = n_tok
+    for _ in range(16):
+        if rng.random() < 0.4:
+            count = int(rng.integers(0, n_tok + 1)) if rng.random() < 0.9 else n_tok + 1
+            cmds.append(pe_model.tokens(params, count))
+            active = count if count <= n_tok else active
+        if rng.random() < 0.3:            # reload X: as many words as the active tokens hold
+            x = rng.integers(-300, 300, 3 * max(active, 1))
+            x[rng.random(x.shape) < 0.3] = 0
+            cmds += [pe_model.addr(params, int(rng.integers(0, 2)) * n_tok),
+                     *pe_model.load(params, x)]
+        if rng.random() < 0.5:
+            bits = int(rng.integers(0, 1 << 16)) & int(rng.choice([0xFFFF, 0x0101, 0]))
+            cmds.append(pe_model.mask(params, int(rng.integers(0, chunks)), bits))
+        for f in rng.choice(3, int(rng.integers(0, 3)), replace=False):
+            cmds.append(pe_model.weight(params, int(rng.integers(-300, 300)), int(f)))
+        o = int(rng.integers(0, params.n_out * rows))
+        cmds.append(pe_model.cr(params, o, raw=bool(rng.integers(0, 2))))
+        if rng.random() < 0.15:
+            start = int(rng.choice([0, Y_BASE])) + int(rng.integers(0, 2 * n_tok))
+            cmds.append(pe_model.read(params, start, int(rng.integers(1, 2 * n_tok))))
+    psums = _psums_taken(params, cmds, rng)
+    pace = rng.random(4000) < 0.7
+    compare(params, cmds + [pe_model.read(params, Y_BASE, params.n_out * n_tok)], *psums,
+            ready=lambda cycle: bool(pace[cycle % len(pace)]),
+            core_kwargs={"acc_buffers": int(rng.integers(2, 5)), "straps": seed % 2 == 1})
+
+
+def test_an_engine_visits_only_the_gated_tokens_and_an_empty_gate_costs_a_cycle():
+    """Outputs of 16 tokens gated down to 3, 1 and 0 tokens, queued behind each other: the
+    engine's work follows the gates (the cycles drop with them), and the sums match."""
+    params = CoreParams(n_feat=1, n_tok=16, n_out=4)
+    load = [pe_model.addr(params, 0), *pe_model.load(params, range(1, 17))]
+
+    def cycles(bits):
+        cmds = list(load)
+        for o in range(4):
+            if bits is not None:
+                cmds.append(pe_model.mask(params, 0, bits))
+            cmds += [pe_model.weight(params, 256, 0), pe_model.cr(params, o, raw=True)]
+        return compare(params, cmds)[1]
+
+    full, three, one, none = (cycles(b) for b in (None, 0b10101, 0b1000, 0))
+    assert full > three > one > none
+    print(f"engine: 4 outputs of 16 tokens gated to 16, 3, 1, 0: {full}, {three}, {one}, "
+          f"{none} cycles")

@@ -19,6 +19,7 @@ from wse.fabric.pe_model import (
     read,
     select,
     selection,
+    tokens,
     weight,
 )
 from wse.rtl import isa
@@ -125,6 +126,67 @@ def test_mask_gates_the_axpys_of_one_output():
     assert m.gate.all() and m.y[0].tolist() == np.round(acc / 256).astype(int).tolist()
     m.run([weight(p, 1, 0)])                     # every token again
     assert m.acc.tolist() == x[0].tolist() and not m.error
+
+
+def test_the_engine_visits_the_gated_tokens_alone():
+    """A CR hands the engine its gate with the buffer: the middle row of three takes psums
+    from both sides for the gated tokens only, sends the sums of those alone, and the owner
+    writes those tokens of ``Y`` and leaves the others as they were; a CR_OUT sends only the
+    gated totals."""
+    p, m = core(n_feat=1, n_tok=8, n_out=2, row=1, rows=3)
+    c = p.colors
+    m.run([*loaded(p, range(1, 9))])
+    m.y[1] = 77
+    gate = [0, 1, 1, 0, 0, 0, 0, 1]
+    bits = sum(b << j for j, b in enumerate(gate))
+    out = m.run([mask(p, 0, bits), weight(p, 2, 0), cr(p, 3 * 1 + 0)],    # owner row 0
+                psum_from_s=[10, 20, 30])          # row 1 below the owner: sums go north
+    assert out[c.psum_to_n] == [2 * 2 + 10, 2 * 3 + 20, 2 * 8 + 30]
+    assert m.gate.all() and not m.error
+    out = m.run([mask(p, 0, bits), weight(p, 1, 0), cr(p, 3 * 1 + 1)],    # owner: this row
+                psum_from_n=[100, 200, 300], psum_from_s=[1000, 2000, 3000])
+    assert m.y[1].tolist() == [77, 4, 9, 77, 77, 77, 77, 13]       # (2 + 100 + 1000) / 256, ...
+    out = m.run([mask(p, 0, bits), weight(p, 256, 0), cr(p, 3 * 1 + 1, raw=True)],
+                psum_from_n=[1, 2, 3], psum_from_s=[4, 5, 6])
+    assert out[c.out] == [2 * 256 + 5, 3 * 256 + 7, 8 * 256 + 9]
+
+
+def test_tokens_sets_the_active_tokens_and_the_gate_every_cr_leaves():
+    p, m = core(n_feat=1, n_tok=8, n_out=1, lanes=2)
+    c = p.colors
+    m.run([*loaded(p, [1] * 8), tokens(p, 3)])
+    assert m.active == 3 and m.gate.tolist() == [True] * 3 + [False] * 5
+    assert m.counters["busy_cycles"] == 1 + 8 + 1
+    out = m.run([weight(p, 256, 0), cr(p, 0, raw=True)])
+    assert out[c.out] == [256] * 3                     # the engine walks the active tokens
+    assert m.gate.tolist() == [True] * 3 + [False] * 5
+    assert m.counters["macs_issued"] == 3 and m.counters["macs_skipped_act"] == 5
+    m.run([mask(p, 0, 0xFF), weight(p, 256, 0), cr(p, 0, raw=True)])   # a MASK may open more
+    assert m.gate.sum() == 3
+    m.run([tokens(p, 9)])                              # past n_tok: an error, nothing changes
+    assert m.counters["errors"] == 1 and m.active == 3
+    m.run([tokens(p, 0), weight(p, 256, 0)])
+    assert m.active == 0 and not m.acc.any()
+    assert m.run([cr(p, 0, raw=True)])[c.out] == []
+    m.run([tokens(p, 8)])
+    assert m.gate.all()
+
+
+def test_loads_and_reads_step_over_the_inactive_tokens():
+    """With 3 of 8 tokens active, LOADs fill tokens 0..2 of each feature in turn and a READ of
+    ``X`` or ``Y`` returns those alone; counters read word after word as ever."""
+    p, m = core(n_feat=3, n_tok=8, n_out=2)
+    c = p.colors
+    m.run([tokens(p, 3), addr(p, 0), *load(p, range(1, 10))])
+    assert m.x[:, :3].tolist() == [[1, 2, 3], [4, 5, 6], [7, 8, 9]] and not m.x[:, 3:].any()
+    assert m.ptr == 3 * 8
+    assert m.run([read(p, 0, 9)])[c.out] == list(range(1, 10))
+    assert m.run([read(p, 8 + 1, 3)])[c.out] == [5, 6, 7]       # from the middle of a row
+    m.run([weight(p, 512, 0), cr(p, 0), weight(p, 256, 1), cr(p, 1)])
+    assert m.run([read(p, Y_BASE, 6)])[c.out] == [2, 4, 6, 4, 5, 6]
+    counters = m.run([read(p, COUNTER_BASE, 3)])[c.out]
+    assert len(counters) == 3 and counters[1] == 6              # busy, macs_issued, ...
+    assert not m.error
 
 
 def test_a_mask_past_the_cores_tokens_is_an_error_and_a_dropped_cr_keeps_the_gate():
@@ -283,7 +345,7 @@ def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
     assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
 
 
-@pytest.mark.parametrize("op", range(10, 16))       # 9 is MASK (below)
+@pytest.mark.parametrize("op", range(11, 16))       # 9 is MASK, 10 TOKENS (above)
 def test_unknown_opcodes_are_errors(op):
     p, m = core()
     m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])

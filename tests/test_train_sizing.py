@@ -11,14 +11,17 @@ from wse.fabric.config import MeshConfig, train_config
 from wse.host.cli import main
 
 
-def test_the_default_model_keeps_the_default_cores():
+def test_the_default_model_keeps_the_default_cores_but_their_tokens():
+    """The default cores hold the default model; their tokens grow to a column's share of the
+    widest layer's inputs (64 over 4 columns), the weight-gradient pass's tokens, so that
+    pass runs in one block."""
     sizing = train_config((4, 4), (64, 64, 10), 32)
-    assert sizing.config == MeshConfig(4, 4) and sizing.blocked == {}
+    assert sizing.config == MeshConfig(4, 4, n_tok=16) and sizing.blocked == {}
 
 
 def test_cores_grow_to_hold_the_widest_layer_and_the_shard():
     sizing = train_config((4, 4), (64, 512, 512, 10), 32)
-    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (128, 128, 8)
+    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (128, 128, 128)
     assert sizing.blocked == {}
     shard = train_config((2, 4), (64, 64, 10), 100)     # 25 tokens a column, 50 a row
     assert (shard.config.n_tok, shard.config.n_feat) == (32, 50)
