@@ -15,7 +15,7 @@ Checked in every cycle up to the depth:
 - *drops exact*: ``drops`` is the arrivals the route of that cycle drops (an open color whose
   route does not accept W or has no output but W; a configuration not accepted, naming a color
   outside the table or an unknown operation, or to forward with no output) plus at most one
-  head dropped on reopening;
+  head dropped on reopening, and no more heads than wavelets taken torn;
 - *updates*: a configuration for this router or a switch command of an open color that is not
   dropped is handed to ``update`` in the next cycle, exactly (write, color, command, position,
   last, ``rx``, ``tx``), held until taken, and nothing else is; the input takes nothing while
@@ -121,6 +121,9 @@ class RouterInputReconfigSpec(Elaboratable):
             m.d.comb += Assume(~(dut.i.valid & is_cfg & ~consume))
         head_drop = Signal(2)
         m.d.comb += [head_drop.eq(dut.drops - (taken & drop)), Assert(head_drop <= 1)]
+        torn_in = Signal(4)            # wavelets taken torn, less the heads dropped
+        m.d.sync += torn_in.eq(torn_in + (taken & ~is_cfg & c_torn) - head_drop)
+        m.d.comb += Assert(~head_drop | (torn_in != 0))
 
         pending = Signal()
         after = Signal()

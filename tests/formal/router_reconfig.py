@@ -43,8 +43,8 @@ the cycle of the lookup. Checked in every cycle up to the depth:
   left it (nor any before ``t1``'s route is decided);
 - *drop counter exact*: ``drops`` (two cycles later, saturating) is the number of wavelets
   taken that the model drops plus the torn heads dropped on reopening (each input's ``drops``
-  beyond its arrivals' is at most one, and is one when the head it drops is a tracked one
-  the model drops);
+  beyond its arrivals' is at most one, no more than the wavelets it took torn and has not
+  dropped yet, and one when the head it drops is a tracked one the model drops);
 - *bounded progress* (``ready=True``, no teardown): every copy of ``t1`` leaves within
   ``bound`` cycles of its transfer.
 """
@@ -140,7 +140,7 @@ class RouterReconfigSpec(Elaboratable):
         m.d.comb += Assume(u < len(ports))
         p = AnyConst(range(len(ports)))
         m.d.comb += Assume(p < len(ports))
-        ins, taken, arrival_drop = [], [], []
+        ins, taken, arrival_drop, arrival_torn = [], [], [], []
         upd_valid = Signal()
         upd_word = Signal.like(router.i_n.payload)
         for port in ports:
@@ -173,6 +173,7 @@ class RouterReconfigSpec(Elaboratable):
             ins.append(i)
             taken.append(t)
             arrival_drop.append(t & drop)
+            arrival_torn.append(t & ~is_cfg & c_torn)
 
         # An update taken in cycle k is seen from cycle k + 3.
         pipe = [(Signal(name=f"upd{s}_valid"), Signal.like(upd_word, name=f"upd{s}"))
@@ -207,6 +208,10 @@ class RouterReconfigSpec(Elaboratable):
         for k in range(len(ports)):
             m.d.comb += [head_drop[k].eq(inputs[k].drops - arrival_drop[k]),
                          Assert(head_drop[k] <= 1)]
+            # no more heads dropped than wavelets taken torn on that input
+            torn_in = Signal(3, name=f"torn_in_{ports[k].name.lower()}")
+            m.d.sync += torn_in.eq(torn_in + arrival_torn[k] - head_drop[k])
+            m.d.comb += Assert(~head_drop[k] | (torn_in != 0))
 
         # The tracked input and wavelets.
         pick = AnySeq(2)
