@@ -328,13 +328,14 @@ class RouterReconfigSpec(Elaboratable):
         m.d.comb += [Assert(router.drops == count), Assert(router.error == (count != 0))]
 
         # Covers.
-        changed = Signal()            # t1's color rewritten or switched while t1 is inside
-        torn_down = Signal()          # t1's color torn down while t1 is inside, not torn itself
-        inside_1 = acc[0] & (waiting[0] | (~drop[0] & (seen[0] != tx[0])))
-        with m.If(valid & inside_1 & (target == tword[0].color)):
+        # t1's color's route (from p) changed, or torn down, while t1 is inside and not torn
+        changed = Signal()
+        torn_down = Signal()
+        inside_1 = acc[0] & ~waiting[0] & ~drop[0] & (seen[0] != tx[0])
+        with m.If(inside_1 & ((now_tx != hist[0][2]) | (now_accept != hist[0][1]))):
             m.d.sync += changed.eq(1)
-            with m.If(~write & (cmd == ControlOp.TEARDOWN) & ~waiting[0]):
-                m.d.sync += torn_down.eq(1)
+        with m.If(inside_1 & now_torn & ~hist[0][0]):
+            m.d.sync += torn_down.eq(1)
         m.d.comb += [
             Cover(changed & acc[0] & ~drop[0] & (seen[0] == tx[0]) & (tx[0] != 0)),
             Cover(torn_down & (seen[0] == tx[0])),
