@@ -23,10 +23,11 @@ class Dispatcher(wiring.Component):
 
     A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
     and moves the pointer on (past the inactive tokens of a row); ADDR sets the pointer. TOKENS
-    sets the active tokens and the gate they open (``gate_open``), which every CR restores. An AXPY takes ``max(1, max over lanes of
-    the nonzero gated tokens left)`` cycles: ``walk`` while it runs, ``active`` from its second
-    cycle. A READ waits until the MACs and the accumulator buffers are idle, then starts the
-    READ engine and waits while the engine is ``reader_active``. A CR waits while the buffers
+    sets the active tokens and the gate they open (``gate_open``), which every CR restores. An
+    AXPY takes ``max(1, max over lanes of the nonzero gated tokens left)`` cycles: ``walk``
+    while it runs, ``active`` from its second cycle. A READ waits until the MACs and the
+    accumulator buffers are idle, then starts the READ engine and waits while the engine is
+    ``reader_active``. A CR waits while the buffers
     are ``acc_full``, then retires the active buffer (``retire``, with its job from the CR's
     output feature); a CR with ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only
     resets the gate bits. A CR right behind an AXPY (the sorter's ``next``) rides on the

@@ -8,7 +8,7 @@ from .core_count import BANKED, CounterReadSignature
 from .core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
 from .core_rows import below, next_word
 from .isa import ReadArg
-from .wavelet import Wavelet
+from .wavelet import COLOR_BITS, Wavelet
 
 __all__ = ["ReadEngine", "SNAPSHOT"]
 
@@ -48,7 +48,7 @@ class ReadEngine(wiring.Component):
     y_read, y_address, y_data : Out, Out, In
         The same for ``Y`` (one bank).
     out : Out(stream.Signature(Wavelet))
-    out_color : In(5)
+    out_color : In(COLOR_BITS)
     tokens : In(range(n_tok + 1))
         The core's active tokens: a READ of ``X`` or ``Y`` steps from a row's last active token
         to the next row's first (:func:`~rtl.core_rows.next_word`).
@@ -74,7 +74,7 @@ class ReadEngine(wiring.Component):
             "y_address": Out(range(params.n_out * params.n_tok)),
             "y_data":    In(fmt.operand_shape),
             "out":       Out(stream.Signature(Wavelet)),
-            "out_color": In(5),
+            "out_color": In(COLOR_BITS),
             "tokens":    In(range(params.n_tok + 1), init=params.n_tok),
             "busy":      Out(1),
             "stall":     Out(1),

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .isa import core_strap_layout, engine_job_layout
-from .wavelet import Wavelet
+from .wavelet import COLOR_BITS, Wavelet
 
 __all__ = ["AccDrainSignature", "PsumEngine"]
 
@@ -132,7 +132,7 @@ class PsumEngine(wiring.Component):
         need_s = Signal()
         is_owner = Signal()
         raw = Signal()
-        color = Signal(5)                            # where the sums go: out, south or north
+        color = Signal(COLOR_BITS)                   # where the sums go: out, south or north
         left = Signal(p.n_tok)                       # gated tokens of this output not yet read
         add_token = Signal(range(p.n_tok))           # token in the add stage
         add_valid = Signal()
