@@ -29,6 +29,7 @@ SOURCES = {
     "train_capacity": "wse train --hidden 512,512 --memory-bytes 1048576 --steps 2 --json",
     "train_sparse512": "wse train --hidden 512,512 --sparsity 0.9 --prune random --steps 30 "
                        "--json",
+    "coverage": "make coverage",
 }
 
 
