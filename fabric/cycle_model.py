@@ -279,16 +279,23 @@ def predict_read_cycles(program):
         return 0
     cfg = program.config
     slots = program.out_placement.slots_per_row()
+    active = program.active_tokens().tolist()
     total = 0
-    active = int(program.active_tokens().max())        # the busiest column's
     for rows in program.read_groups():
-        words = [int(slots[r]) * active for r in rows]
-        # the busiest core's last word crosses the rows below it; the outlets' last word, the
-        # rows below the lowest reading one
-        core = max(READ_WORD * w + READ_HOP * (cfg.rows - r) for r, w in zip(rows, words))
-        core += 2 * READ_HOP * cfg.cols + READ_CORE_EXTRA
-        outlet = sum(words) + 2 * READ_HOP * cfg.cols + READ_OUTLET_EXTRA
-        total += max(core, outlet + READ_HOP * (cfg.rows - 1 - max(rows)))
+        ends = []
+        for c in range(cfg.cols):
+            # column c's READ enters behind the commands of the columns before it
+            words = [int(slots[r]) * active[c] for r in rows]
+            if not any(words):
+                continue
+            start = 2 * READ_HOP * (c + 1)
+            # the busiest core's last word crosses the rows below it; the outlet's last word,
+            # the rows below the lowest reading one
+            core = max(READ_WORD * w + READ_HOP * (cfg.rows - r) for r, w in zip(rows, words))
+            core += start + READ_CORE_EXTRA
+            outlet = sum(words) + start + READ_OUTLET_EXTRA
+            ends.append(max(core, outlet + READ_HOP * (cfg.rows - 1 - max(rows))))
+        total += max(ends, default=0)
     return total
 
 

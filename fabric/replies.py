@@ -78,11 +78,14 @@ def read_blocks(program, outlets):
     blocks = {}
     for rows, got in zip(groups, outlets):
         replies = _replies(program, got, {r: int(slots[r]) * active for r in rows}, "READ")
-        for (r, c), words in replies.items():
-            block = np.zeros((int(slots[r]), cfg.n_tok), dtype=words.dtype)
-            block[:, :active[c]] = words.reshape(int(slots[r]), active[c])
-            blocks[(r, c)] = block
+        for r in rows:
+            for c in range(cfg.cols):     # a column without real tokens reads nothing
+                words = replies.get((r, c), np.zeros(0, dtype=np.int64))
+                block = np.zeros((int(slots[r]), cfg.n_tok), dtype=words.dtype)
+                block[:, :active[c]] = words.reshape(int(slots[r]), active[c])
+                blocks[(r, c)] = block
     return blocks
+
 
 def decode_y(program, blocks):
     """``Y`` (``[n_out, tokens]`` int64) from ``{(r, c): (slots, n_tok)}`` blocks of the
