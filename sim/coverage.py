@@ -117,7 +117,7 @@ class VerilogMap:
         self.module_of_line = {}
         self.module_src = {}     # module -> (file, line) of its elaborate()
         self.ports = set()       # (file, line) of port declarations
-        pending, module = [], ""
+        pending, module, clocked = [], "", []
         for number, line in enumerate(self.text, 1):
             srcs = [(f, int(n)) for f, n in _SRC.findall(line)]
             if _ATTR_ONLY.match(line):
@@ -137,9 +137,12 @@ class VerilogMap:
                 self.driver.setdefault((module, match[1].strip()), here[0])
                 if re.match(r"\s*(input|output|inout)\s", line):
                     self.ports.add(here[0])
+            # a clocked `always` (its `src` is the register's): `reg <= $next;` gives $next it
+            if line.lstrip().startswith("always @(posedge"):
+                clocked = here
             match = _STATEMENT.match(line)
-            if match and here and "<=" in line:     # a clocked always: `reg <= $next;`
-                self.driver.setdefault((module, match[2].strip()), here[0])
+            if match and (here or clocked) and "<=" in line:
+                self.driver.setdefault((module, match[2].strip()), (here or clocked)[0])
 
     def line(self, number):
         """The text of Verilog line ``number`` (``""`` past the end)."""
