@@ -38,7 +38,7 @@ test:  ## lint, then the default suite (no `slow` tests) on $(JOBS) workers; JUn
 regress:  ## the long randomised suite (`slow` tests, several seeds) and a summary; JUnit XML too
 	$(PYTHON) -m pytest -n $(JOBS) --dist loadgroup -m slow -q --junitxml=$(REPORTS)/regress.xml
 
-formal:  ## formal properties of the router's parts through yowasp-sby and z3 (docs/formal.md)
+formal:  ## formal properties of the router's parts through yowasp-sby and Yices (docs/formal.md)
 	$(PYTHON) -m tests.formal
 
 # The coverage regression: the cocotb tests that run on Verilator (router, tile, MAC), built with
@@ -65,6 +65,7 @@ ifneq ($(RUN),0)
 	wse bench pe --json | $(call save,pe.json)
 	wse bench pe --format bf16 --json | $(call save,pe_bf16.json)
 	$(PYTHON) -m wse.bench.router_queues --json | $(call save,router_queues.json)
+	wse bench router --reconfigure --fuzz 10000000 --json | $(call save,router_fuzz.json)
 	wse bench gemm --sweep --out $(RESULTS)
 	wse bench gemm --format bf16 --json | $(call save,gemm_bf16.json)
 	wse bench gemm --out-features 256 --in-features 256 --sparsity 0.99 --json \
