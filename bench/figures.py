@@ -30,6 +30,7 @@ SOURCES = {
     "train_sparse512": "wse train --hidden 512,512 --sparsity 0.9 --prune random --steps 30 "
                        "--json",
     "coverage": "make coverage",
+    "router_fuzz": "wse bench router --reconfigure --fuzz 10000000 --json",
 }
 
 
