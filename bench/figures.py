@@ -6,6 +6,8 @@ puts them in the documents.
 
 import re
 
+from . import figures_fpga
+
 __all__ = ["BLOCKS", "BLOCK_FIGURES", "FIGURES", "SOURCES", "RenderError", "format_figure"]
 
 #: Every JSON file in ``bench/results/`` and the command that writes it (`make results`).
@@ -31,6 +33,8 @@ SOURCES = {
                        "--json",
     "coverage": "make coverage",
     "router_fuzz": "wse bench router --reconfigure --fuzz 10000000 --json",
+    # make fpga-results: the FPGA builds (bench/figures_fpga.py)
+    **figures_fpga.SOURCES,
 }
 
 
@@ -250,6 +254,8 @@ FIGURES = {
     "capacity.state": (lambda r: r["train_capacity"]["memoryx"]["memory_bytes"]
                        + r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
     "capacity.disk": (lambda r: r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
+    # make fpga-results (bench/figures_fpga.py)
+    **figures_fpga.FIGURES,
 }
 
 
@@ -377,6 +383,7 @@ BLOCKS = {
     "train_formats.table": _train_formats_table,
     "train_passes.table": _train_passes_table,
     "sim.table": _sim_table,
+    **figures_fpga.BLOCKS,
 }
 
 
@@ -388,6 +395,10 @@ def format_figure(name, results):
         raise RenderError(f"no figure named {name!r} (bench/figures.py: FIGURES)") from None
     try:
         value = value(results)
+    except RenderError:
+        raise
     except (KeyError, IndexError, TypeError) as error:
         raise RenderError(f"figure {name!r}: its JSON lacks {error!r}") from None
+    except ValueError as error:     # figures_fpga: seeds that disagree
+        raise RenderError(f"figure {name!r}: {error}") from None
     return spec(value) if callable(spec) else spec.format(value)

@@ -1,4 +1,5 @@
-"""Fill the measured figures in README.md and docs/results.md from ``bench/results/*.json``.
+"""Fill the measured figures in README.md, docs/results.md and docs/fpga.md from
+``bench/results/*.json``.
 
     python -m wse.bench.render [--check] [--root DIR]
 
@@ -32,7 +33,7 @@ __all__ = ["BLOCKS", "BLOCK_FIGURES", "DOCUMENTS", "FIGURES", "SOURCES", "Render
            "format_figure", "main", "render", "render_files"]
 
 #: The documents whose figures are generated, relative to the repository's root.
-DOCUMENTS = ("README.md", "docs/results.md")
+DOCUMENTS = ("README.md", "docs/results.md", "docs/fpga.md")
 
 
 class Results:
@@ -51,7 +52,8 @@ class Results:
             try:
                 self._loaded[name] = json.loads(path.read_text())
             except FileNotFoundError:
-                raise RenderError(f"{path} is missing: `make results` writes it "
+                target = "fpga-results" if name.startswith("fpga_") else "results"
+                raise RenderError(f"{path} is missing: `make {target}` writes it "
                                   f"({SOURCES[name]})") from None
         return self._loaded[name]
 
@@ -70,7 +72,12 @@ def _block(name, results):
         build = BLOCKS[name]
     except KeyError:
         raise RenderError(f"no block named {name!r} (bench/figures.py: BLOCKS)") from None
-    return build(results)
+    try:
+        return build(results)
+    except RenderError:
+        raise
+    except ValueError as error:     # figures_fpga: seeds that disagree
+        raise RenderError(f"block {name!r}: {error}") from None
 
 
 def render(text, results):
@@ -132,7 +139,7 @@ def main(argv=None):
         else:
             print(f"rendered {path}")
     if not changed:
-        print("README.md and docs/results.md agree with bench/results/*.json")
+        print(f"{', '.join(DOCUMENTS)} agree with bench/results/*.json")
     sys.exit(1 if args.check and changed else 0)
 
 

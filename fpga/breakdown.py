@@ -18,7 +18,7 @@ from wse.fabric.mesh import TILE_MODULE, Mesh
 from .build import BuildError, before_lut_mapping, tool_environment
 from .report import CELLS
 
-__all__ = ["tile_breakdown"]
+__all__ = ["main", "tile_breakdown"]
 
 _SYNTH = {"ice40": "synth_ice40", "ecp5": "synth_ecp5"}
 
@@ -63,19 +63,41 @@ def tile_breakdown(config, family, out, synth_opts=""):
     return result
 
 
-if __name__ == "__main__":
+def main(argv=None):
+    """``python -m wse.fpga.breakdown [BOARD [RxC]] [--json]``: the table, or with ``--json``
+    one object: ``board``, ``mesh``, ``modules`` (:func:`tile_breakdown`), ``tools`` and
+    ``commit`` (as :func:`~fpga.build.build` reports them) and ``seconds``."""
     import sys
+    import time
 
     from wse.fabric.config import parse_mesh
     from wse.fpga.boards import board, mesh_config
 
+    from .report import source_commit, tool_versions
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
+    args = [a for a in args if a != "--json"]
+    started = time.monotonic()
     try:
-        b = board(sys.argv[1] if len(sys.argv) > 1 else "icebreaker")
-        rows, cols = parse_mesh(sys.argv[2] if len(sys.argv) > 2 else "1x1")
+        b = board(args[0] if args else "icebreaker")
+        rows, cols = parse_mesh(args[1] if len(args) > 1 else "1x1")
+        commit = source_commit()
         figures = tile_breakdown(mesh_config(b, rows, cols), b.family, synth_opts=b.synth_opts,
                                  out=Path("build/fpga/breakdown") / f"{b.name}-{rows}x{cols}")
     except (ValueError, BuildError) as error:
         sys.exit(f"breakdown: {error}")
+    if as_json:
+        env = tool_environment()
+        nextpnr = env["NEXTPNR_ECP5" if b.family == "ecp5" else "NEXTPNR_ICE40"]
+        print(json.dumps({"board": b.name, "mesh": f"{rows}x{cols}", "modules": figures,
+                          "tools": tool_versions(env["YOSYS"], nextpnr), "commit": commit,
+                          "seconds": round(time.monotonic() - started, 1)}))
+        return
     for module, f in sorted(figures.items(), key=lambda kv: -kv[1]["luts"]):
         print(f"{f['luts']:7d} LUT {f['lutram']:4d} LUT-RAM {f['ffs']:6d} FF {f['brams']:3d} BRAM "
               f"{f['dsps']:2d} DSP  {module}")
+
+
+if __name__ == "__main__":
+    main()
