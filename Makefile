@@ -101,7 +101,7 @@ FPGA_OUT := build/fpga-results
 FPGA_NICE ?= nice -n 10
 fpga_build = $(FPGA_NICE) wse build --out $(FPGA_OUT) --json
 
-fpga-results:  ## every FPGA build the docs quote into bench/results/fpga_*.json (about 2 h; not in CI), then `make render`
+fpga-results:  ## every FPGA build the docs quote into bench/results/fpga_*.json (hours; not in CI), then `make render`
 	$(fpga_build) --board ulx3s-85f --mesh 1x1 --seed 1 \
 	    | $(call save,fpga_ulx3s-85f_1x1_seed1.json)
 	$(fpga_build) --board icebreaker --mesh 1x1 --seed 1 \
