@@ -247,8 +247,6 @@ FIGURES = {
     "capacity.weights": (lambda r: r["train_capacity"]["model_bytes_int16"] // 2, "{:,}"),
     "capacity.int16_kb": (lambda r: r["train_capacity"]["model_bytes_int16"] / 1e3, "{:.0f} kB"),
     "capacity.sram_bytes": (lambda r: r["train_capacity"]["mesh_sram_bytes"], "{:,}"),
-    "capacity.sram_ratio": (lambda r: r["train_capacity"]["model_bytes_int16"]
-                            / r["train_capacity"]["mesh_sram_bytes"], "{:.0f}"),
     "capacity.memory_limit": (lambda r: r["train_capacity"]["memoryx"]["memory_limit"] / 2**20,
                               "{:g} MiB"),
     "capacity.state": (lambda r: r["train_capacity"]["memoryx"]["memory_bytes"]

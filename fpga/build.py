@@ -33,7 +33,7 @@ from .report import fit_error, read_reports, source_commit, tool_versions
 from .top import BoardTop
 
 __all__ = ["BuildError", "build", "before_lut_mapping", "run_script", "synth_script",
-           "tool_environment", "DEFAULT_OUT"]
+           "tool_environment", "synthesis_digest", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("build") / "fpga"
 
@@ -107,7 +107,7 @@ _SYNTHESIS_STAMP = "synthesis.sha256"
 _SOURCE_LOCATION = re.compile(rb'^ *attribute \\src "[^"\n]*"\n', re.MULTILINE)
 
 
-def _synthesis_digest(files, yosys):
+def synthesis_digest(files, yosys):
     """A digest of what Yosys reads (every file of the build plan but its scripts and the pin
     constraints, which only nextpnr and the packer read, the seed being in the script; and
     without the RTLIL's source locations, so that a checkout elsewhere digests the same) and of
@@ -126,7 +126,7 @@ def _synthesis_digest(files, yosys):
 
 def _reuse_synthesis(build_dir, script, digest):
     """Whether the netlist in ``build_dir`` was synthesised from what ``digest`` says
-    (:func:`_synthesis_digest`); if so the build ``script`` skips Yosys and places it again
+    (:func:`synthesis_digest`); if so the build ``script`` skips Yosys and places it again
     (Yosys writes the same netlist whatever nextpnr's seed: seeds after the first take
     nextpnr's time alone, and come from one netlist). If not, the stale netlist's figures go."""
     stamp = build_dir / _SYNTHESIS_STAMP
@@ -232,7 +232,7 @@ def build(board_name, mesh=None, *, out=DEFAULT_OUT, clk_hz=None, seed=1, timeou
         nextpnr_opts=" ".join(filter(None, (board.nextpnr_opts, "--report report.json",
                                             f"--timing-allow-fail --seed {int(seed)}"))))
     plan.extract(str(build_dir))
-    digest = _synthesis_digest(plan.files, tools["yosys"])
+    digest = synthesis_digest(plan.files, tools["yosys"])
     reused = _reuse_synthesis(build_dir, f"{plan.script}.sh", digest)
     log = build_dir / "build.log"
     code = run_script(f"{plan.script}.sh", build_dir, env, timeout, log)

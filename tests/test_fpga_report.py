@@ -125,15 +125,15 @@ def test_a_second_seed_places_the_first_seeds_netlist_again(tmp_path, monkeypatc
 
 
 def test_the_digest_of_a_netlist_ignores_where_the_checkout_is():
-    from wse.fpga.build import _synthesis_digest
+    from wse.fpga.build import synthesis_digest
 
     def il(path, wire="x"):
         return {"top.il": f'  attribute \\src "{path}/rtl/core.py:71"\n  wire \\{wire}\n',
                 "build_top.sh": "nextpnr --seed 1", "top.lpf": "LOCATE"}
 
     yosys = {"command": "yosys", "version": "0.70"}
-    same = _synthesis_digest(il("/a"), yosys)
-    assert _synthesis_digest(il("/b"), yosys) == same
-    assert _synthesis_digest({**il("/a"), "build_top.sh": "nextpnr --seed 2"}, yosys) == same
-    assert _synthesis_digest(il("/a", wire="y"), yosys) != same
-    assert _synthesis_digest(il("/a"), {**yosys, "version": "0.71"}) != same
+    same = synthesis_digest(il("/a"), yosys)
+    assert synthesis_digest(il("/b"), yosys) == same
+    assert synthesis_digest({**il("/a"), "build_top.sh": "nextpnr --seed 2"}, yosys) == same
+    assert synthesis_digest(il("/a", wire="y"), yosys) != same
+    assert synthesis_digest(il("/a"), {**yosys, "version": "0.71"}) != same
