@@ -523,7 +523,8 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
             ctx.set(dut.job.ready, 1)             # the engine takes the job...
             assert ctx.get(dut.job.valid)
             job = ctx.get(dut.job.payload)
-            jobs.append((job.slot, job.owner, job.raw))
+            assert job.gate == 0b1111             # the gate the buffer was filled under
+            jobs.append((job.cr.slot, job.cr.owner, job.cr.raw))
             await ctx.tick()
             ctx.set(dut.job.ready, 0)
             ctx.set(dut.drain.busy, 1)
@@ -538,13 +539,15 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
     assert flags == [(1, 1), (0, 0)] * 4          # two buffers: one retired is all of them
 
 
-@pytest.mark.parametrize("seed, quiet", [(0, False), (1, False), (2, False), (3, True),
-                                         (4, True)])
-def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet):
+@pytest.mark.parametrize("seed, quiet, gated", [(0, False, False), (1, False, False),
+                                                 (2, False, True), (3, True, False),
+                                                 (4, True, True)])
+def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated):
     """Row 1 of 3: owner 0 sends acc + south psum north, owner 1 writes requantised
     acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south.
     With ``quiet``, jobs with random ``quiet_n`` / ``quiet_s``: no psum taken from that
-    side (as if there were no neighbour there)."""
+    side (as if there were no neighbour there). With ``gated``, each job's gate lets a random
+    few of the 4 tokens through (none, now and then): the engine visits those alone."""
     params = CoreParams(n_feat=1, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
     c = params.colors
     dut = PsumEngine(params)
@@ -553,6 +556,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet):
     flags = {o: (tuple(bool(v) for v in rng.random(2) < 0.4) if quiet else (False, False))
              for o, _ in outputs}
     acc = {o: list(rng.integers(-5000, 5000, 4)) for o, _ in outputs}
+    gates = {o: int(rng.integers(0, 16)) if gated else 0b1111 for o, _ in outputs}
     from_n = [int(v) for v in rng.integers(-5000, 5000, 40)]
     from_s = [int(v) for v in rng.integers(-5000, 5000, 40)]
     sent, y = [], {}
@@ -566,8 +570,10 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet):
             ctx.set(dut.job.valid, bool(queue))
             if queue:
                 o, raw = queue[0]
-                ctx.set(dut.job.payload, {"slot": o // 3, "owner": o % 3, "raw": raw,
-                                          "quiet_n": flags[o][0], "quiet_s": flags[o][1]})
+                ctx.set(dut.job.payload, {"cr": {"slot": o // 3, "owner": o % 3, "raw": raw,
+                                                 "quiet_n": flags[o][0],
+                                                 "quiet_s": flags[o][1]},
+                                          "gate": gates[o]})
             ctx.set(dut.psum_n.valid, bool(rng.random() < 0.7))
             ctx.set(dut.psum_n.payload, from_n[n] & 0xFFFFFFFF)
             ctx.set(dut.psum_s.valid, bool(rng.random() < 0.7))
@@ -598,7 +604,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet):
     want_sent, want_y, n, s = [], {}, 0, 0
     for o, raw in outputs:
         owner = o % 3
-        for t in range(4):
+        for t in (t for t in range(4) if gates[o] >> t & 1):
             total = int(acc[o][t])
             if owner >= 1 and not flags[o][0]:
                 total += from_n[n]
