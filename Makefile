@@ -84,6 +84,12 @@ ifneq ($(RUN),0)
 	    | $(call save,train_capacity.json)
 	wse train --hidden 512,512 --sparsity 0.9 --prune random --steps 30 --json \
 	    | $(call save,train_sparse512.json)
+	$(PYTHON) examples/torch_digits.py --json | $(call save,torch_digits.json)
+	$(PYTHON) examples/torch_digits.py --systems 2 --json | $(call save,torch_digits_systems2.json)
+	$(PYTHON) examples/torch_digits.py --format bf16 --json | $(call save,torch_digits_bf16.json)
+	$(PYTHON) examples/torch_digits.py --backend verilator --steps 3 --check-golden --json \
+	    | $(call save,torch_digits_rtl.json)
+	$(PYTHON) examples/torch_digits.py --steps 3 --json | $(call save,torch_digits_steps3.json)
 	rm -rf build/results/train
 	wse train --out build/results/train >/dev/null
 	cp build/results/train/report.json $(RESULTS)/train.json
@@ -92,7 +98,7 @@ ifneq ($(RUN),0)
 endif
 	$(MAKE) --no-print-directory render
 
-render:  ## fill the figures in README.md and docs/results.md from bench/results/*.json
+render:  ## fill the figures in README.md and docs (results, fpga, torch) from bench/results/*.json
 	$(PYTHON) -m wse.bench.render
 
 # `make fpga-results`: each board and mesh in its own folder under $(FPGA_OUT), where its seeds

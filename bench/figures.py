@@ -6,7 +6,7 @@ puts them in the documents.
 
 import re
 
-from . import figures_fpga
+from . import figures_fpga, figures_torch
 
 __all__ = ["BLOCKS", "BLOCK_FIGURES", "FIGURES", "SOURCES", "RenderError", "format_figure"]
 
@@ -35,6 +35,8 @@ SOURCES = {
     "router_fuzz": "wse bench router --reconfigure --fuzz 10000000 --json",
     # make fpga-results: the FPGA builds (bench/figures_fpga.py)
     **figures_fpga.SOURCES,
+    # the PyTorch example (bench/figures_torch.py)
+    **figures_torch.SOURCES,
 }
 
 
@@ -254,6 +256,7 @@ FIGURES = {
     "capacity.disk": (lambda r: r["train_capacity"]["memoryx"]["disk_bytes"], _mb),
     # make fpga-results (bench/figures_fpga.py)
     **figures_fpga.FIGURES,
+    **figures_torch.FIGURES,
 }
 
 
@@ -382,6 +385,7 @@ BLOCKS = {
     "train_passes.table": _train_passes_table,
     "sim.table": _sim_table,
     **figures_fpga.BLOCKS,
+    **figures_torch.BLOCKS,
 }
 
 

@@ -1,4 +1,4 @@
-"""Fill the measured figures in README.md, docs/results.md and docs/fpga.md from
+"""Fill the measured figures in README.md, docs/results.md, docs/fpga.md and docs/torch.md from
 ``bench/results/*.json``.
 
     python -m wse.bench.render [--check] [--root DIR]
@@ -33,7 +33,7 @@ __all__ = ["BLOCKS", "BLOCK_FIGURES", "DOCUMENTS", "FIGURES", "SOURCES", "Render
            "format_figure", "main", "render", "render_files"]
 
 #: The documents whose figures are generated, relative to the repository's root.
-DOCUMENTS = ("README.md", "docs/results.md", "docs/fpga.md")
+DOCUMENTS = ("README.md", "docs/results.md", "docs/fpga.md", "docs/torch.md")
 
 
 class Results:
