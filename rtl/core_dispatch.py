@@ -177,7 +177,7 @@ class Dispatcher(wiring.Component):
                     m.d.comb += self.error.eq(1)
             with m.Elif(op == ControlOp.TOKENS.value):
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
-                with m.If(data.View(TokensArg, arg).count <= p.n_tok):
+                with m.If(below(data.View(TokensArg, arg).count, p.n_tok + 1)):
                     m.d.comb += opened.eq(1)
                 with m.Else():
                     m.d.comb += self.error.eq(1)
@@ -213,7 +213,8 @@ class Dispatcher(wiring.Component):
         n_tok = self.params.n_tok
         kept = Signal(n_tok, init=(1 << n_tok) - 1)
         fresh = Signal(n_tok)
-        m.d.comb += [fresh[t].eq(count > t) for t in range(n_tok)]
+        # t < count, against constants (no carry chain where the bound is a power of two)
+        m.d.comb += [fresh[t].eq(~below(count, t + 1)) for t in range(n_tok)]
         m.d.comb += self.gate_open.eq(Mux(opened, fresh, kept))
         with m.If(opened):
             m.d.sync += [kept.eq(fresh), self.tokens.eq(count)]
