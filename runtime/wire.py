@@ -182,6 +182,9 @@ def connect(address, **channel):
     return Channel(connection, **channel)
 
 
+#: The longest path a Unix socket may have (Linux's ``sun_path``, less its terminating NUL).
+_SUN_PATH = 107
+
 #: The socket folders' prefix in the temporary directory (``<prefix><pid>-<random>``: a folder
 #: whose process was killed is removed by the next one made, :func:`wse.sim.scratch.sweep`).
 SOCKET_PREFIX = "wse-socket-"
@@ -194,7 +197,12 @@ class Rendezvous:
 
     def __init__(self):
         self.directory = str(make_folder(SOCKET_PREFIX))
-        self.address = os.path.join(self.directory, "mesh.sock")
+        self.address = os.path.join(self.directory, "s")      # short: sun_path holds 107 bytes
+        if len(os.fsencode(self.address)) > _SUN_PATH:
+            _remove([], self.directory)
+            raise SimulationError(f"the socket path {self.address} is longer than the "
+                                  f"{_SUN_PATH} bytes a Unix socket allows: set TMPDIR to a "
+                                  f"shorter folder")
         self._lock = threading.Lock()
         self._woken = False
         self._held = []         # the listener while it listens: what the finalizer closes

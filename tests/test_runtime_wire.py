@@ -259,7 +259,7 @@ def test_the_simulator_side_names_a_silent_host_and_a_missing_socket():
     finally:
         rendezvous.close()
     assert not Path(rendezvous.address).parent.exists()
-    with pytest.raises(SimulationError, match=r"^cannot connect to .*mesh.sock: "):
+    with pytest.raises(SimulationError, match=r"^cannot connect to .*/s: "):
         connect(rendezvous.address, peer="the host", timeout=QUICK)
 
 
@@ -273,3 +273,18 @@ def test_parameters_are_checked_before_anything_starts():
                                                            r"positive integer")]:
         with pytest.raises(ValueError, match=message):
             CocotbSystem(CONFIG, **kwargs)
+
+
+def test_a_socket_path_too_long_for_unix_is_one_line_naming_tmpdir(tmp_path, monkeypatch):
+    """A temporary directory so deep that the socket's path passes the 107 bytes a Unix
+    socket allows: one line that names the path and TMPDIR, and no folder left behind."""
+    import tempfile
+
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    with pytest.raises(SimulationError, match=r"^the socket path .* is longer than the 107 "
+                                              r"bytes a Unix socket allows: set TMPDIR to a "
+                                              r"shorter folder$"):
+        Rendezvous()
+    assert list(deep.iterdir()) == []
