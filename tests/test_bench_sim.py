@@ -46,6 +46,7 @@ def check_row(row, tiles):
                                                / row["cocotb_cycles_per_second"])
 
 
+@pytest.mark.slow      # about a minute; `wse bench sim` itself is `make results`'s
 @pytest.mark.xdist_group("compiled")
 def test_bench_sim_measures_both_paths(figure):
     figures = run_bench_sim("1x1")

@@ -114,6 +114,7 @@ def test_the_lanes_model_runs_cycle_for_cycle_as_verilators(figure):
            f"equal")
 
 
+@pytest.mark.slow      # about a minute: a second lanes build; one lane group stays in the suite
 def test_a_mesh_of_two_lane_groups_runs_cycle_for_cycle_as_verilators(figure):
     """17 tiles: the last a lane of a second group, its neighbours' links across groups."""
     config = MeshConfig(1, 17, n_feat=8, n_tok=2, n_out=8)
@@ -123,6 +124,7 @@ def test_a_mesh_of_two_lane_groups_runs_cycle_for_cycle_as_verilators(figure):
            f"{cycles} cycles, equal")
 
 
+@pytest.mark.slow      # 45 s: its own build with edge ports
 def test_a_mesh_with_edge_ports_runs_cycle_for_cycle_as_verilators(figure):
     """Ports on the north and east edges too (inputs and outputs), which the lanes model wires
     itself: the same exchanges as Verilator's model of the exported mesh."""
@@ -133,6 +135,7 @@ def test_a_mesh_with_edge_ports_runs_cycle_for_cycle_as_verilators(figure):
            f"exchanges, {cycles} cycles, equal")
 
 
+@pytest.mark.slow      # 40 s: the bf16 lanes build; bf16 meshes stay in the suite (test_mesh_bf16)
 def test_the_lanes_model_runs_bf16_cycle_for_cycle_as_verilators(figure):
     """bf16 operands over the whole exponent range (subnormals, infinities, NaNs, arbitrary
     patterns), raw binary32 totals and requantised results."""

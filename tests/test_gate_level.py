@@ -88,6 +88,7 @@ def compare(name, seed, steps):
             f"{sum(e.cycles for _, e in gate.log)} cycles, all equal; results bit-exact")
 
 
+@pytest.mark.slow      # 40 s: the iCEBreaker netlist in simulation
 def test_the_icebreaker_netlist_runs_a_gemm_like_the_rtl(figure):
     figure(compare("icebreaker", seed=5, steps=8))
 

@@ -5,6 +5,7 @@ import pytest
 from wse.sim.router_run import run_router_tests
 
 
+@pytest.mark.slow      # about a minute: two simulators, one left to time out
 @pytest.mark.xdist_group("verilator")
 def test_a_timeout_kills_only_its_own_simulator():
     """Two simulations in one process (two Systems, say): the one that times out is killed, the
