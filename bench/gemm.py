@@ -4,7 +4,7 @@ One measurement point takes a dense random ``W0`` (every weight nonzero), prunes
 to a sparsity ``s`` and runs ``Y = W @ X`` three times on one :class:`~runtime.system.System`: the
 sparse ``W`` (only its nonzeros streamed), the same ``W`` with its zeros streamed as explicit
 weights, and the dense ``W0``. Every result is checked bit for bit against
-:func:`fabric.mesh_model.gemm_reference`; the figures say how close the sparse run comes to the
+:func:`fabric.reference.gemm_reference`; the figures say how close the sparse run comes to the
 ideal ``1 / (1 - s)`` speedup and what holds it back. :func:`sweep_gemm` does that for a range of
 sparsities on one System (one simulator build, one dense run) and :func:`plot_sweep` draws it.
 
@@ -22,7 +22,7 @@ from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles, predict_io_cycles
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.rtl.numfmt import number_format
 from wse.rtl.validate import count, number
 from wse.runtime import open_system

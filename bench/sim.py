@@ -21,7 +21,7 @@ import numpy as np
 
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import gemm_config, parse_mesh
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.rtl.validate import count, number
 from wse.runtime import CompiledSystem, open_system
 from wse.runtime.compiled import LANES_ABOVE

@@ -82,7 +82,7 @@ def gradient_reference(fmt, rows, cols, dY, X):
     only: a bf16 gradient is rounded as the mesh adds (``ValueError``)."""
     if fmt.is_float:
         raise ValueError("gradient_reference is the fixed-point gradient; a bf16 gradient is "
-                         "the mesh's binary32 sum (fabric.mesh_model.gemm_reference)")
+                         "the mesh's binary32 sum (fabric.reference.gemm_reference)")
     dY = check_operands(fmt, dY, "dY")
     X = check_operands(fmt, X, "X")
     if dY.ndim != 2 or X.ndim != 2 or dY.shape[1] != X.shape[1]:

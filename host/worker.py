@@ -32,7 +32,7 @@ the same GEMM with every weight present (:func:`fabric.cycle_model.predict_dense
 the same program, not a second compile), and for the gradient pass the same deltas without the
 mask (:func:`fabric.cycle_model.predict_unmasked_cycles`: a dense layer's gradient). With
 ``check_golden``, every mesh result of every pass is compared with
-:func:`fabric.mesh_model.gemm_reference`; results that differ are counted (``mismatches``).
+:func:`fabric.reference.gemm_reference`; results that differ are counted (``mismatches``).
 """
 
 from dataclasses import dataclass
@@ -48,7 +48,7 @@ from wse.fabric.cycle_model import (
     predict_unmasked_cycles,
 )
 from wse.fabric.gradient import gradient_gemm, gradient_macs
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.fabric.tiling import run_tiled
 
 from .layer_stream import LayerStream

@@ -4,7 +4,8 @@
 import numpy as np
 
 from wse.fabric import numerics
-from wse.fabric.mesh_model import MeshModel, gemm_reference
+from wse.fabric.mesh_model import MeshModel
+from wse.fabric.reference import gemm_reference
 
 from .system import Exchange, GemmResult, System
 
@@ -15,7 +16,7 @@ class GoldenSystem(System):
     """The numpy golden model of the mesh (:class:`fabric.mesh_model.MeshModel`).
 
     With ``fast``, :meth:`gemm` skips the wavelets and computes the result with
-    :func:`fabric.mesh_model.gemm_reference` (bit-identical, thousands of times faster; what
+    :func:`fabric.reference.gemm_reference` (bit-identical, thousands of times faster; what
     training uses). It then keeps no memory state and gives no counters; ``overflow`` flags a
     requantisation that saturated or a total at the accumulator's limits.
     """

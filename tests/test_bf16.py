@@ -12,7 +12,7 @@ from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import predict_cycles
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.host.cli import main
 from wse.rtl.core_params import CoreParams
 from wse.rtl.numfmt import BFloat16, FixedPoint, number_format

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from wse.bench.gemm import prune, random_operands, sweep_gemm
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import gemm_config
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.host.cli import main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

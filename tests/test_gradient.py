@@ -12,7 +12,7 @@ from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import CycleModel, predict_cycles, predict_unmasked_cycles
 from wse.fabric.gradient import gradient_gemm, gradient_mask, gradient_reference
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.fabric.tiling import SparseRows, run_tiled
 from wse.rtl import isa
 from wse.rtl.bfloat import BFloat16

@@ -7,7 +7,7 @@ import pytest
 
 from wse.fabric import numerics
 from wse.fabric.config import MeshConfig
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.rtl.numfmt import BFloat16, FixedPoint
 
 from .test_bf16 import bf16_operands, reference

@@ -11,7 +11,7 @@ import pytest
 
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import predict_cycles
-from wse.fabric.mesh_model import gemm_reference
+from wse.fabric.reference import gemm_reference
 from wse.rtl.core_params import COUNTERS
 from wse.rtl.wavelet import unpack
 from wse.runtime import CocotbSystem, GoldenSystem, SimulationError

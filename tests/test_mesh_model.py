@@ -8,9 +8,10 @@ import pytest
 from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
-from wse.fabric.mesh_model import MeshModel, gemm_reference
+from wse.fabric.mesh_model import MeshModel
 from wse.fabric.pe_model import COUNTER_BASE, cr, read, select, weight
 from wse.fabric.placement import Placement
+from wse.fabric.reference import gemm_reference
 from wse.rtl.numfmt import FixedPoint
 from wse.rtl.wavelet import CONTROL, ControlOp, pack
 

@@ -624,7 +624,8 @@ def test_each_row_gets_a_cr_only_for_the_outputs_it_takes_part_in(seed):
 def test_spans_compute_what_every_row_reducing_computes(raw):
     """The wavelet-level golden model (every core's commands, the psums it waits for) runs both
     programs to the same results, equal to the reference."""
-    from wse.fabric.mesh_model import MeshModel, gemm_reference
+    from wse.fabric.mesh_model import MeshModel
+    from wse.fabric.reference import gemm_reference
 
     rng = np.random.default_rng(3)
     config = MeshConfig(rows=4, cols=2, n_feat=16, n_tok=4, n_out=16)
