@@ -248,6 +248,23 @@ def requantise(fmt, acc):
     return np.clip(rounded, fmt.operand_min, fmt.operand_max), overflow
 
 
+def one(fmt):
+    """The operand the core reads in every token of :data:`~rtl.isa.ONES_SLOT`: 1.0 (fixed
+    point: ``1 << frac_bits``, saturated to the operand range when ``frac_bits`` leaves no
+    integer bit; bf16: ``0x3F80``)."""
+    fmt = _fixed(fmt)
+    return 0x3F80 if fmt.is_float else min(1 << fmt.frac_bits, fmt.operand_max)
+
+
+def relu(fmt, values):
+    """``max(value, 0)`` of operands as the core applies it for a CR_ACT: every value whose
+    sign bit is set becomes ``+0`` (bf16: ``-0`` and negative NaNs as well)."""
+    fmt = _fixed(fmt)
+    values = np.asarray(values, dtype=np.int64)
+    negative = (values & 0x8000) != 0 if fmt.is_float else values < 0
+    return np.where(negative, 0, values)
+
+
 def axpy(fmt, acc, weight, x):
     """One weight's AXPY over a row of activations, as the core does it.
 

@@ -34,6 +34,11 @@ Timing model (the choices the RTL comparison must respect):
   engine (no psums taken or sent, no ``Y`` written, no raw totals) and leaves the accumulators
   as they are, so whatever they hold carries into the next output; it costs what a CR costs
   (0 busy cycles). The result-slot check comes first: a dropped CR is dropped, flags or not.
+- A CR_ACT is a CR whose owner row writes ``relu(requantise(s))`` into ``X[o // rows]`` for the
+  gated tokens (their nonzero bits follow; the other tokens' words stay) and sends those words
+  on ``out`` as a READ of them would; its slot must be below ``n_feat`` (not ``n_out``).
+- An AXPY of :data:`~rtl.isa.ONES_SLOT` multiplies the format's one
+  (:func:`~fabric.numerics.one`) in every token, nonzero: a bias.
 
 Decoding choices where ``docs/pe.md`` is silent: a control opcode acts the same on ``cmd`` and
 ``weight``; operands are the low ``fmt.width`` bits of the data, sign-extended; a psum is the low
@@ -68,6 +73,7 @@ __all__ = [
 _WORD = (1 << 32) - 1
 _ADDRESSES = 1 << isa.ADDR_ARG.fields["addr"][1]        # the load pointer and READs wrap here
 _MASK_COL = isa.MASK_ARG.fields["col"][0]       # where a MASK's col starts in its arg
+_CR_OPS = {ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value}
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
                ControlOp.TEARDOWN.value}
 
@@ -246,8 +252,9 @@ class CoreModel:
                 self._mask(f["chunk"], f["bits"])
             elif op == ControlOp.TOKENS.value:
                 self._tokens(f["count"])
-            elif op in (ControlOp.CR.value, ControlOp.CR_OUT.value):
+            elif op in _CR_OPS:
                 if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value,
+                            act=op == ControlOp.CR_ACT.value,
                             quiet_n=f["cr_quiet_n"], quiet_s=f["cr_quiet_s"],
                             skip=f["cr_skip"]):
                     cost = 0      # rides on the AXPY before it, or waits (stall, not busy)
@@ -293,10 +300,14 @@ class CoreModel:
     def _axpy(self, value: int, slot: int) -> int:
         p = self.params
         value = int(numerics.from_wire(p.fmt, value))
-        if slot >= p.n_feat:
+        if slot == isa.ONES_SLOT:
+            row = np.full(p.n_tok, numerics.one(p.fmt), dtype=np.int64)
+        elif slot < p.n_feat:
+            row = self.x[slot]
+        else:
             self._fail()
             return 1
-        gated = np.where(self.gate, self.x[slot], 0)          # gated off: as a zero operand
+        gated = np.where(self.gate, row, 0)          # gated off: as a zero operand
         acc, overflow, issued, skipped_w, skipped_a = numerics.axpy(p.fmt, self.acc, value,
                                                                     gated)
         self.acc = acc
@@ -330,13 +341,13 @@ class CoreModel:
         return snapshot[COUNTERS[k]] & _WORD if k < len(COUNTERS) else None
 
     def _cr(self, o: int, raw: bool = False, quiet_n: bool = False, quiet_s: bool = False,
-            skip: bool = False) -> bool:
+            skip: bool = False, act: bool = False) -> bool:
         """Hand the accumulators over (with ``skip`` not: only the gate is reset, and the
         accumulators carry into the next output); ``False`` if the CR was dropped as an
         error."""
         p, c = self.params, self.params.colors
         owner, slot = o % p.rows, o // p.rows
-        if p.row == owner and slot >= p.n_out and not raw:
+        if p.row == owner and not raw and slot >= (p.n_feat if act else p.n_out):
             self._fail()
             return False
         if skip:
@@ -358,6 +369,12 @@ class CoreModel:
                 self._overflow(overflow.any())
         if p.row == owner and raw:
             for v in s.tolist():
+                self._send(c.out, v & _WORD)
+        elif p.row == owner and act:
+            result, overflow = numerics.requantise(p.fmt, s)
+            self._overflow(overflow.any())
+            self.x[slot, walk] = numerics.relu(p.fmt, result)
+            for v in self.x[slot, walk].tolist():
                 self._send(c.out, v & _WORD)
         elif p.row == owner:
             self.y[slot, walk], overflow = numerics.requantise(p.fmt, s)

@@ -63,7 +63,8 @@ __all__ = [
     # payloads and arguments
     "ARG_BITS", "MAX_ARG", "MAX_READ", "CR_O_BITS", "MAX_O",
     "WeightPayload", "LoadPayload", "WordPayload", "AddrArg", "ReadArg", "CrArg", "CrEntry",
-    "SelectArg", "MaskArg", "TokensArg", "MASK_CHUNK", "MASK_MAX_CHUNKS", "MASK_MAX_COLS",
+    "SelectArg", "MaskArg", "TokensArg", "ONES_SLOT", "MASK_CHUNK", "MASK_MAX_CHUNKS",
+    "MASK_MAX_COLS",
     "WEIGHT", "LOAD", "WORD", "ADDR_ARG", "READ_ARG", "CR_ARG", "CR_ENTRY",
     "SELECT_ARG", "MASK_ARG", "TOKENS_ARG", "control_data", "weight_data", "load_data",
     "word_data", "addr_data",
@@ -80,6 +81,11 @@ class WeightPayload(data.Struct):
     """A data wavelet on ``weight``: AXPY ``ACC[t] += value * X[slot][t]``."""
     value: signed(16)
     slot:  unsigned(16)
+
+
+#: The slot an AXPY names to multiply the format's one (1.0) in every token instead of a row of
+#: ``X``: a bias is a weight on it (``docs/pe.md``, AXPY).
+ONES_SLOT = 0xFFFF
 
 
 class LoadPayload(data.Struct):
@@ -216,12 +222,14 @@ def read_data(address, length):
     return control_data(ControlOp.READ, READ_ARG.pack(addr=address, len=length))
 
 
-def cr_data(o, raw=False, *, quiet_n=False, quiet_s=False, skip=False):
-    """CR (or CR_OUT with ``raw``): output feature ``o`` is complete; ``quiet_n``,
-    ``quiet_s``, ``skip``: the flags of :class:`CrArg` (vectorised like ``o``; ``raw`` is one
-    flag for all)."""
-    return control_data(ControlOp.CR_OUT if raw else ControlOp.CR,
-                        CR_ARG.pack(o=o, quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
+def cr_data(o, raw=False, *, act=False, quiet_n=False, quiet_s=False, skip=False):
+    """CR (CR_OUT with ``raw``, CR_ACT with ``act``): output feature ``o`` is complete;
+    ``quiet_n``, ``quiet_s``, ``skip``: the flags of :class:`CrArg` (vectorised like ``o``;
+    ``raw`` and ``act`` are one flag for all)."""
+    if raw and act:
+        raise ValueError("a carriage return is raw (CR_OUT) or act (CR_ACT), not both")
+    op = ControlOp.CR_OUT if raw else ControlOp.CR_ACT if act else ControlOp.CR
+    return control_data(op, CR_ARG.pack(o=o, quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
 
 
 def select_data(col):
