@@ -28,7 +28,8 @@ SPANS_ABOVE = 0.25
 
 
 def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
-                 balance=True, raw=False, zeros=False, mask=None, spans=None):
+                 balance=True, raw=False, zeros=False, mask=None, spans=None, act=False,
+                 bias=None, load=True):
     """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
 
     Parameters
@@ -53,6 +54,20 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
     raw : bool
         ``CR_OUT``: the owner rows send their 32-bit totals out instead of requantising them
         into ``Y`` (no ``n_out`` limit).
+    act : bool
+        ``CR_ACT``: the owner rows write ``relu`` of the requantised results into ``X`` at
+        ``out_placement``'s slots (which must lie below ``n_feat`` and apart from the inputs'
+        slots of the same row) and send them out during the compute phase: the layer's output
+        stays on the mesh as the next layer's input (``docs/mesh.md``, "Resident layers").
+        Its owners need distinct reply colors, as ``raw``'s do.
+    bias : (n_out,) operands, optional
+        Added to each output's total before it is requantised: a weight on the ones slot
+        (:data:`~rtl.isa.ONES_SLOT`) streamed into the owner row after its weights (not
+        streamed where 0). Not with ``mask``.
+    load : bool
+        ``False``: ``X`` is in the cores already, at ``in_placement`` (a resident layer: an
+        earlier ``act`` program wrote it); :meth:`GemmProgram.load_streams` is then empty and
+        ``X`` serves the reference and the figures only.
     zeros : bool
         Stream zero weights too (to measure what sparse streaming saves).
     mask : (n_out, tokens) bools, optional
@@ -81,14 +96,15 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         return compile_gemm_csr(config, W.shape, W.indptr, W.indices, W.values, X,
                                 n_tokens=n_tokens, in_placement=in_placement,
                                 out_placement=out_placement, balance=balance, raw=raw,
-                                zeros=zeros, mask=mask, spans=spans)
+                                zeros=zeros, mask=mask, spans=spans, act=act, bias=bias,
+                                load=load)
     W = operands(config.fmt, W, "W")
     if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "
                          f"{W.shape}")
     return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
                     in_placement=in_placement, out_placement=out_placement, balance=balance,
-                    raw=raw, zeros=zeros, mask=mask, spans=spans)
+                    raw=raw, zeros=zeros, mask=mask, spans=spans, act=act, bias=bias, load=load)
 
 
 def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
@@ -108,10 +124,19 @@ def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
 
 
 def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
-             balance=True, raw=False, zeros=False, mask=None, spans=None):
+             balance=True, raw=False, zeros=False, mask=None, spans=None, act=False, bias=None,
+             load=True):
     """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
     fmt = config.fmt
     n_out, n_in = weights.shape
+    if raw and act:
+        raise ValueError("results are raw (CR_OUT) or act (CR_ACT), not both")
+    if bias is not None:
+        if mask is not None:
+            raise ValueError("a masked GEMM takes no bias")
+        bias = operands(fmt, bias, "bias", ndim=1)
+        if bias.shape != (n_out,):
+            raise ValueError(f"bias must have shape (n_out,) = ({n_out},), not {bias.shape}")
     if X is not None:
         X = operands(fmt, X, "X")
         if X.shape[0] != n_in:
@@ -139,27 +164,47 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     has = has_weights(config.rows, n_out, weights, in_placement.row_of, zeros=zeros,
                       streamed=None if mask is None else mask.any(axis=1))
     spans = bool(1 - has.mean() >= SPANS_ABOVE) if spans is None else bool(spans)
+    streamed = raw or act       # results leave while the compute phase runs
     if out_placement is None:
-        # raw results leave while the compute phase runs: owners need distinct reply colors
-        among = config.plan.raw_rows() if raw and config.plan.raw_rows() != list(
+        # owners of results that leave during the compute phase need distinct reply colors
+        among = config.plan.raw_rows() if streamed and config.plan.raw_rows() != list(
             range(config.rows)) else None
+        limit = None if raw else config.n_feat if act else config.n_out
         if spans:
-            out_placement = Placement.spanning(has, config.rows, among=among,
-                                               limit=None if raw else config.n_out)
+            out_placement = Placement.spanning(has, config.rows, among=among, limit=limit)
         else:
             out_placement = Placement.modulo(n_out, config.rows, among=among)
     _check_placement("out_placement", out_placement, config.rows, n_out, "outputs")
     in_placement.check_fits(config.n_feat, "input features", name="n_feat")
-    if not raw:
+    if act:
+        out_placement.check_fits(config.n_feat, "output features written into X",
+                                 name="n_feat")
+        _check_apart(config, in_placement, out_placement)
+    elif not raw:
         out_placement.check_fits(config.n_out, "output features", name="n_out")
-    else:
+    if streamed:
         _check_raw_owners(config, out_placement)
     big = int(out_placement.slot_of.max()) * config.rows + config.rows - 1
     if big > isa.MAX_O:
         raise ValueError(f"output features: a carriage return argument of {big} (slot * rows + "
                          f"row) does not fit its {isa.CR_O_BITS} bits")
+    if not load and X is None:
+        raise ValueError("a resident layer (load=False) needs the X the cores hold, for the "
+                         "reference and the figures")
     return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
-                       bool(zeros), W=W, mask=mask, spans=spans)
+                       bool(zeros), W=W, mask=mask, spans=spans, act=bool(act), bias=bias,
+                       load=bool(load))
+
+
+def _check_apart(config, in_placement, out_placement):
+    """A ``CR_ACT`` program writes its outputs into ``X`` while its weights still read the
+    inputs: ``ValueError`` if a row's output slot is one of its input slots."""
+    for r in range(config.rows):
+        both = np.intersect1d(in_placement.slot_of[in_placement.row_of == r],
+                              out_placement.slot_of[out_placement.row_of == r])
+        if both.size:
+            raise ValueError(f"output features written into X would overwrite inputs: row {r} "
+                             f"holds input and output features at slot {int(both[0])}")
 
 
 def _check_placement(name, placement, rows, n, what):

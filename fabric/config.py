@@ -154,11 +154,17 @@ def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrid
 
 @dataclass(frozen=True)
 class TrainSizing:
-    """What :func:`train_config` chose: the ``config``, and for each layer that its cores
-    cannot hold whole, why (``blocked``: layer name -> a sentence); empty when every layer's
-    forward and delta pass runs as one GEMM."""
+    """What :func:`train_config` chose: the ``config``; for each layer that its cores cannot
+    hold whole, why (``blocked``: layer name -> a sentence), empty when every layer's forward
+    and delta pass runs as one GEMM; and where the forward pass's activations stay
+    (``resident``: for each layer, the first slot of the cores' ``X`` its inputs occupy, the
+    two regions alternating so a layer reads one while it writes the next layer's into the
+    other; empty, with ``why_not`` saying why, when they cannot stay and every layer loads its
+    input and reads its output back: ``docs/mesh.md``, "Resident layers")."""
     config: MeshConfig
     blocked: dict
+    resident: tuple = ()
+    why_not: str = ""
 
 
 def train_config(mesh, widths, shard, *, names=None, **overrides):
@@ -200,7 +206,11 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
                                   or n_tok_grad > _MAX_DIM):
         n_tok_grad //= 2
     n_tok = max(n_tok, n_tok_grad)
-    n_feat = min(max(base.n_feat, widest), _MAX_DIM, _X_WORDS // n_tok)
+    # the forward pass's activations stay in X: layer j's inputs in region j % 2, both regions
+    # in every core at once
+    slots = [math.ceil(w / rows) for w in widths[:-1]]
+    regions = (max(slots[0::2]), max(slots[1::2], default=0))
+    n_feat = min(max(base.n_feat, widest, sum(regions)), _MAX_DIM, _X_WORDS // n_tok)
     n_out = min(max(base.n_out, widest), _MAX_DIM, _Y_WORDS // n_tok)
     blocked = {}
     for name, n_in, n_o in zip(names, widths, widths[1:]):
@@ -211,8 +221,18 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
             blocked[name] = (f"{name} runs in blocks: {', '.join(over) or 'its delta pass'} "
                              f"(a core holds {n_feat} features and {n_out} outputs of "
                              f"{n_tok} tokens)")
-    return TrainSizing(dataclasses.replace(base, n_feat=n_feat, n_out=n_out, n_tok=n_tok),
-                       blocked)
+    config = dataclasses.replace(base, n_feat=n_feat, n_out=n_out, n_tok=n_tok)
+    why_not = ""
+    if sum(regions) > n_feat:
+        why_not = (f"the activations of every layer need {sum(regions)} slots a core "
+                   f"({regions[0]} + {regions[1]}), its X holds {n_feat} of {n_tok} tokens")
+    elif blocked:
+        why_not = "a layer runs in blocks"
+    elif config.plan.raw_rows() != list(range(rows)):
+        why_not = (f"the {rows} rows share {config.plan.reply_colors} reply colors, and a "
+                   f"resident layer's owners all send their activations at once")
+    resident = () if why_not else tuple(regions[0] * (j % 2) for j in range(len(slots)))
+    return TrainSizing(config, blocked, resident, why_not)
 
 
 def _pow2(n):

@@ -28,6 +28,7 @@ outlets).
 
 import numpy as np
 
+from . import numerics
 from .placement import Placement
 from .program import GemmProgram
 
@@ -66,8 +67,22 @@ class CycleModel:
         self.acc_buffers = cfg.acc_buffers if acc_buffers is None else acc_buffers
         self.masked = program.mask is not None and not unmasked
         self.engine = self._engine_tokens(program)
-        costs = self._costs(program, program.check_x(X))
+        costs = self._costs(program, program.check_x(X)) + self._bias_costs(program)
         self.cycles, self.busy, self.stall = self._run(program, costs)
+
+    def _bias_costs(self, program):
+        """``costs[r, k]`` of the biases: the owner of the ``k``-th output of the schedule
+        runs an AXPY on the ones slot where its bias is nonzero, every active token nonzero:
+        ``max(1, ceil(active / lanes))`` cycles in the column with the most active tokens."""
+        cfg = program.config
+        costs = np.zeros((cfg.rows, program.n_out), dtype=np.int64)
+        if program.bias is None:
+            return costs
+        order, owners, _ = self._schedule(program)
+        live = ~numerics.is_zero(cfg.fmt, program.bias[order])
+        cost = max(1, -(-int(program.active_tokens().max()) // cfg.lanes))
+        costs[owners[order][live], np.flatnonzero(live)] = cost
+        return costs
 
     def _engine_tokens(self, program):
         """``(n_out,)``, by output index: the tokens the engines visit for each output (its
@@ -223,7 +238,7 @@ class _EveryWeight(CycleModel):
         placement = program.out_placement
         if placement.kind == "spanning":
             cfg = program.config
-            among = cfg.plan.raw_rows() if program.raw and cfg.plan.raw_rows() != list(
+            among = cfg.plan.raw_rows() if program.streamed and cfg.plan.raw_rows() != list(
                 range(cfg.rows)) else None
             placement = Placement.modulo(program.n_out, cfg.rows, among=among)
         none = np.zeros((program.n_out, program.config.rows), dtype=bool)
@@ -261,6 +276,8 @@ def predict_load_cycles(program, X=None):
     and ``TOKENS``, and where the core holds features ``ADDR`` and a ``LOAD`` per active word
     of its block) has entered."""
     cfg = program.config
+    if not program.load:        # a resident layer: its cores hold X
+        return 0
     slots = program.in_placement.slots_per_row()[:, None]
     active = program.active_tokens()[None, :]
     words = (2 + np.where(slots > 0, 1 + slots * active, 0)).sum(axis=1)
@@ -274,8 +291,9 @@ def predict_read_cycles(program):
     exchange (a READ group) ends when its busiest core has sent its ``w`` words, a word every
     ``READ_WORD`` cycles, and the last has crossed the rows below it, or when the outlets have
     taken the words of every row of the group, one a cycle, and the last has crossed the rows
-    below the lowest reading row, whichever is later."""
-    if program.raw:
+    below the lowest reading row, whichever is later. 0 for a raw or act program: its results
+    leave during the compute phase."""
+    if program.streamed:
         return 0
     cfg = program.config
     slots = program.out_placement.slots_per_row()

@@ -34,7 +34,7 @@ from .program import GemmProgram
 
 __all__ = ["MeshModel"]
 
-_CR_OPS = (ControlOp.CR.value, ControlOp.CR_OUT.value)
+_CR_OPS = (ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value)
 _GATE_OPS = (ControlOp.MASK.value, ControlOp.TOKENS.value)
 
 
@@ -191,7 +191,8 @@ class MeshModel:
         arg = isa.CR_ARG.unpack(isa.CONTROL.unpack(data[at])["arg"])
         o = arg["o"]
         owner, slot = o % cfg.rows, o // cfg.rows
-        dropped = (owner == row) & (slot >= cfg.n_out) & (op[at] == ControlOp.CR.value)
+        dropped = (owner == row) & (((slot >= cfg.n_out) & (op[at] == ControlOp.CR.value))
+                                    | ((slot >= cfg.n_feat) & (op[at] == ControlOp.CR_ACT.value)))
         idle = dropped | (arg["skip"] == 1)
         need_n = (0 < row) & (row <= owner) & ~idle & (arg["quiet_n"] == 0)
         need_s = (owner <= row) & (row < cfg.rows - 1) & ~idle & (arg["quiet_s"] == 0)
@@ -283,7 +284,7 @@ class MeshModel:
             raise ValueError("program must be a GemmProgram compiled for this mesh's config")
         self.exchange(program.load_streams(X))
         outlets = self.exchange(program.streams)
-        if program.raw:
+        if program.streamed:
             return program.decode_raw(outlets)
         reads = [self.exchange(streams) for streams in program.read_streams()]
         return program.decode_y(program.read_blocks(reads))

@@ -61,10 +61,10 @@ def cr(params: CoreParams, o: int, *, raw: bool = False, act: bool = False,
     """CR on ``weight``: output feature ``o`` (25 bits, ``0 .. isa.MAX_O``) is complete. With
     ``raw`` a ``CR_OUT``: the owner row sends the 32-bit totals on ``out`` instead of
     requantising them into ``Y``. With ``act`` a ``CR_ACT``: the owner row writes the ReLU of
-    the requantised result into ``X[o // rows]`` and sends it on ``out``. ``quiet_n`` / ``quiet_s``: the core's engine takes no psum
-    from the north / south for this output; ``skip``: the core hands no buffer over (nothing
-    sent, ``Y`` untouched; its accumulators carry into the next output), only its gate is
-    reset (:class:`~rtl.isa.CrArg`)."""
+    the requantised result into ``X[o // rows]`` and sends it on ``out``. ``quiet_n`` /
+    ``quiet_s``: the core's engine takes no psum from the north / south for this output;
+    ``skip``: the core hands no buffer over (nothing sent, ``Y`` untouched; its accumulators
+    carry into the next output), only its gate is reset (:class:`~rtl.isa.CrArg`)."""
     o = integer("o", o, 0, isa.MAX_O)
     if raw and act:
         raise ValueError("a carriage return is raw (CR_OUT) or act (CR_ACT), not both")

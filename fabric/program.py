@@ -61,6 +61,11 @@ class GemmProgram:
     in_placement, out_placement : Placement of the input and output features.
     n_out, n_in, tokens : int
     raw : bool, results leave raw (``CR_OUT``) instead of being requantised into ``Y``.
+    act : bool, results are requantised, go through a ReLU into ``X`` at the output placement
+        and leave as they are written (``CR_ACT``: a resident layer's output).
+    bias : (n_out,) int64 or None, added to each output's total (a weight on the ones slot in
+        the owner row's stream, after its weights; none where 0).
+    load : bool, whether :meth:`load_streams` loads ``X`` (``False``: the cores hold it).
     zeros : bool, zero weights are streamed too.
     spans : bool, each row's carriage returns say which psums it skips (:meth:`cr_flags`).
     mask : (n_out, tokens) bool or None: a masked GEMM computes ``Y[o, t]`` only where
@@ -73,7 +78,7 @@ class GemmProgram:
     """
 
     def __init__(self, config, weights, X, tokens, in_placement, out_placement, raw, zeros,
-                 W=None, mask=None, spans=True):
+                 W=None, mask=None, spans=True, act=False, bias=None, load=True):
         self.config = config
         self.weights = weights
         self._W = None if W is None else readonly(W)
@@ -83,6 +88,9 @@ class GemmProgram:
         self.in_placement = in_placement
         self.out_placement = out_placement
         self.raw = raw
+        self.act = bool(act)
+        self.bias = None if bias is None else readonly(bias)
+        self.load = bool(load)
         self.zeros = zeros
         self.mask = None if mask is None else readonly(mask)
         self.spans = bool(spans)
@@ -91,7 +99,7 @@ class GemmProgram:
         self.nnz = int(self.weights_per_row.sum())
 
     def __repr__(self):
-        mode = "raw" if self.raw else "requantised"
+        mode = "raw" if self.raw else "act" if self.act else "requantised"
         return (f"<GemmProgram {self.n_out}x{self.n_in} @ {self.n_in}x{self.tokens} on a "
                 f"{self.config.rows}x{self.config.cols} mesh, {self.nnz} weights, {mode}>")
 
@@ -110,6 +118,12 @@ class GemmProgram:
         if self._order is None:
             self._order = readonly(spans.stream_order(self))
         return self._order
+
+    @property
+    def streamed(self):
+        """Whether the results leave during the compute phase (raw totals, or a resident
+        layer's activations) rather than being read out of ``Y`` after it."""
+        return self.raw or self.act
 
     def cr_args(self):
         """The carriage return argument of each output: ``slot_out * rows + row_out``."""
@@ -146,8 +160,19 @@ class GemmProgram:
             keep = self.streamed_outputs[o_idx]
             o_idx, i_idx, values = o_idx[keep], i_idx[keep], values[keep]
         rows_w = self.in_placement.row_of[i_idx]
-        words = pack(isa.weight_data(numerics.to_wire(self.config.fmt, values),
-                                     self.in_placement.slot_of[i_idx]), weight_color, 0)
+        slots = self.in_placement.slot_of[i_idx]
+        if self.bias is not None:
+            # each nonzero bias: a weight on the ones slot in the owner row, after the weights
+            b_idx = np.flatnonzero(~numerics.is_zero(self.config.fmt, self.bias))
+            b_idx = b_idx[np.argsort(position[b_idx], kind="stable")]
+            merged = np.argsort(np.concatenate([position[o_idx], position[b_idx]]),
+                                kind="stable")
+            o_idx = np.concatenate([o_idx, b_idx])[merged]
+            values = np.concatenate([values, self.bias[b_idx]])[merged]
+            rows_w = np.concatenate([rows_w, self.out_placement.row_of[b_idx]])[merged]
+            slots = np.concatenate([slots, np.full(b_idx.size, isa.ONES_SLOT)])[merged]
+        words = pack(isa.weight_data(numerics.to_wire(self.config.fmt, values), slots),
+                     weight_color, 0)
         # a row that skips an output gets no CR for it: it has no weight of it, so nothing to
         # hand over, and no neighbour waits for it (cr_flags)
         skip, quiet_n, quiet_s = (flags[order] for flags in self.cr_flags())
@@ -155,7 +180,7 @@ class GemmProgram:
         positions = np.arange(self.n_out)
         streams = {}
         for r in range(cfg.rows):
-            crs = pack(isa.cr_data(args, raw=self.raw, quiet_n=quiet_n[:, r],
+            crs = pack(isa.cr_data(args, raw=self.raw, act=self.act, quiet_n=quiet_n[:, r],
                                    quiet_s=quiet_s[:, r]), weight_color, 1)
             mine = rows_w == r
             # the CR of the output at position k goes after that output's last weight
@@ -239,11 +264,14 @@ class GemmProgram:
         (the column's :meth:`active_tokens`: every core's engine then visits only the real
         tokens, whatever an earlier GEMM left) and, where the core holds features, ``ADDR 0``
         and a ``LOAD`` per active word of its :meth:`x_blocks` block (row-major: slot, then
-        local token; the core's load pointer steps over the inactive tokens), on ``cmd``."""
+        local token; the core's load pointer steps over the inactive tokens), on ``cmd``.
+        Nothing for a resident program (``load=False``): its cores hold ``X`` already."""
         cfg = self.config
         cmd = cfg.plan.cmd
         active = self.active_tokens().tolist()
         streams = {r: [] for r in range(cfg.rows)}
+        if not self.load:
+            return streams
         for (r, c), block in self.x_blocks(X).items():
             streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
             streams[r].append(int(pack(isa.tokens_data(active[c]), cmd, 1)))
@@ -270,8 +298,9 @@ class GemmProgram:
         return replies.decode_y(self, blocks)
 
     def decode_raw(self, outlets):
-        """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program from the compute
-        exchange's outlets (:func:`~.replies.decode_raw`)."""
+        """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program, or the
+        activations of a ``CR_ACT`` one, from the compute exchange's outlets
+        (:func:`~.replies.decode_raw`)."""
         return replies.decode_raw(self, outlets)
 
     def read_groups(self):

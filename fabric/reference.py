@@ -23,7 +23,9 @@ def gemm_reference(config, program, X=None, *, fast=True):
     ``|W| @ |X|`` stays within the accumulator range (nothing can saturate) are an exact
     ``W @ X``; the others, or all with ``fast=False``, go through the step-by-step path. A
     masked program's products outside its mask are not made (its gates: ``docs/pe.md``), so
-    those results are 0.
+    those results are 0. A program's bias is its owner row's last AXPY (a weight on the ones
+    slot: ``bias * one`` in every token); an ``act`` program's ``Y`` is the ReLU of the
+    requantised totals, what its owners write into ``X`` and send out.
     """
     if not isinstance(program, GemmProgram):
         raise ValueError(f"program must be a GemmProgram, not {program!r}")
@@ -35,30 +37,34 @@ def gemm_reference(config, program, X=None, *, fast=True):
     gate = program.mask
     if fmt.is_float:                    # every addition in its order: no shortcut
         raw = _float_totals(config, program.in_placement, W, X, program.out_placement.row_of,
-                            gate)
-        Y, _ = numerics.requantise(fmt, raw)
-        return Y, raw
-    raw = np.empty((program.n_out, program.tokens), dtype=np.int64)
-    slow = np.arange(program.n_out)
-    if fast:
-        # integers below 2**53 are exact in float64 (|w x| <= 2**30, n_in < 2**17)
-        Wf, Xf = W.astype(np.float64), X.astype(np.float64)
-        safe = (np.abs(Wf) @ np.abs(Xf) <= fmt.acc_max).all(axis=1)
-        raw[safe] = (Wf[safe] @ Xf).astype(np.int64)
-        if gate is not None:
-            raw[safe] *= gate[safe]
-        slow = np.flatnonzero(~safe)
-    if slow.size:
-        raw[slow] = _saturating(config, program.in_placement, W[slow], X,
-                                program.out_placement.row_of[slow],
-                                None if gate is None else gate[slow])
+                            gate, program.bias)
+    else:
+        bias = (np.zeros(program.n_out, dtype=np.int64) if program.bias is None
+                else program.bias * numerics.one(fmt))
+        raw = np.empty((program.n_out, program.tokens), dtype=np.int64)
+        slow = np.arange(program.n_out)
+        if fast:
+            # integers below 2**53 are exact in float64 (|w x| <= 2**30, n_in < 2**17)
+            Wf, Xf = W.astype(np.float64), X.astype(np.float64)
+            safe = (np.abs(Wf) @ np.abs(Xf) + np.abs(bias)[:, None] <= fmt.acc_max).all(axis=1)
+            raw[safe] = (Wf[safe] @ Xf).astype(np.int64) + bias[safe, None]
+            if gate is not None:
+                raw[safe] *= gate[safe]
+            slow = np.flatnonzero(~safe)
+        if slow.size:
+            raw[slow] = _saturating(config, program.in_placement, W[slow], X,
+                                    program.out_placement.row_of[slow],
+                                    None if gate is None else gate[slow], bias[slow])
     Y, _ = numerics.requantise(fmt, raw)
+    if program.act:
+        Y = numerics.relu(fmt, Y)
     return Y, raw
 
 
-def _saturating(config, in_placement, W, X, owners, gate=None):
+def _saturating(config, in_placement, W, X, owners, gate=None, bias=None):
     """The totals of outputs ``W`` (``[m, n_in]``) owned by rows ``owners``, step by step
-    (``gate``: ``[m, tokens]``, the products made)."""
+    (``gate``: ``[m, tokens]``, the products made; ``bias``: ``[m]`` accumulator values the
+    owner adds after its weights)."""
     fmt, R = config.fmt, config.rows
     lo, hi = fmt.acc_min, fmt.acc_max
     feats = [in_placement.features_of(r) for r in range(R)]
@@ -78,6 +84,9 @@ def _saturating(config, in_placement, W, X, owners, gate=None):
         else:
             acc += w[:, :, None] * x[:, None, :] * gate[None]
         np.clip(acc, lo, hi, out=acc)
+    o = np.arange(m)
+    if bias is not None:
+        acc[owners, o] = np.clip(acc[owners, o] + bias[:, None], lo, hi)
     down, up = acc.copy(), acc.copy()       # down[r]: what row r sends south; up[r]: north
     for r in range(1, R):
         down[r] = np.clip(acc[r] + down[r - 1], lo, hi)
@@ -92,9 +101,10 @@ def _saturating(config, in_placement, W, X, owners, gate=None):
     return s
 
 
-def _float_totals(config, in_placement, W, X, owners, gate=None):
+def _float_totals(config, in_placement, W, X, owners, gate=None, bias=None):
     """:func:`_saturating` in bf16: the same additions in the same order, in numpy ``float32``
-    (IEEE, nearest even), products of nonzero operands only; binary32 bit patterns."""
+    (IEEE, nearest even), products of nonzero operands only; binary32 bit patterns (``bias``:
+    bf16 operands)."""
     R = config.rows
     Wf = numerics.as_float32(W, operand=True)
     Xf = numerics.as_float32(X, operand=True)
@@ -109,6 +119,11 @@ def _float_totals(config, in_placement, W, X, owners, gate=None):
                 if gate is not None:
                     live &= gate
                 acc[r] = np.where(live, acc[r] + Wf[:, i, None] * Xf[None, i], acc[r])
+        o = np.arange(m)
+        if bias is not None:        # the ones slot's AXPY where b != 0: b * 1.0 is b
+            live = ~numerics.is_zero(config.fmt, bias)
+            b = numerics.as_float32(bias, operand=True)
+            acc[owners[live], o[live]] += b[live, None]
         down, up = acc.copy(), acc.copy()
         for r in range(1, R):
             down[r] = acc[r] + down[r - 1]

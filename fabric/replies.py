@@ -40,9 +40,10 @@ def read_streams(program):
     (``slots * active`` words from ``0x8000``: the core's READ steps over the inactive
     tokens) on ``cmd``, split into READs of at most :data:`MAX_READ` words when longer.
     Replies come back on ``out(r)`` through outlet ``c``."""
-    if program.raw:
-        raise ValueError("a raw program's results stream out on CR_OUT: there is no Y to "
-                         "read (use decode_raw on the compute exchange's outlets)")
+    if program.streamed:
+        raise ValueError("a raw or act program's results stream out during the compute "
+                         "phase: there is no Y to read (use decode_raw on the compute "
+                         "exchange's outlets)")
     cfg = program.config
     cmd = cfg.plan.cmd
     slots = program.out_placement.slots_per_row()
@@ -111,13 +112,14 @@ def decode_y(program, blocks):
     return y if program.mask is None else np.where(program.mask, y, 0)
 
 def decode_raw(program, outlets):
-    """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program from what left
-    the outlets during the compute exchange (``{col: [wavelets]}``, any interleaving across
-    colors, the order within a color kept): row ``r``'s core in column ``c`` sends, for
-    each output it owns in stream order (:attr:`output_order`), the totals of the tokens
-    its gate let through (:meth:`gates`), in token order; the other totals are 0."""
-    if not program.raw:
-        raise ValueError("not a raw program: results are in Y (use read_streams, "
+    """The raw totals ``[n_out, tokens]`` (int64) of a ``CR_OUT`` program, or the activations
+    a ``CR_ACT`` program wrote into ``X`` (operands), from what left the outlets during the
+    compute exchange (``{col: [wavelets]}``, any interleaving across colors, the order
+    within a color kept): row ``r``'s core in column ``c`` sends, for each output it owns in
+    stream order (:attr:`output_order`), the words of the tokens its gate let through
+    (:meth:`gates`), in token order; the others are 0."""
+    if not program.streamed:
+        raise ValueError("not a raw or act program: results are in Y (use read_streams, "
                          "read_blocks and decode_y)")
     cfg, p = program.config, program.out_placement
     gates = program.gates()                                    # (n_out, cols, n_tok)

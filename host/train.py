@@ -184,7 +184,8 @@ class Trainer:
         for j, spec in enumerate(self.memoryx.layers):
             stream = self.memoryx.stream(spec.name)
             requests = [None if not len(sh) else
-                        {"op": "forward", "layer": j, "last": j == n - 1, "train": train}
+                        {"op": "forward", "layer": j, "last": j == n - 1, "train": train,
+                         "resident": list(self.sizing.resident)}
                         | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
             replies = [r for r in self.swarm.broadcast(stream, requests) if r is not None]
             self._count(replies, cycles, train)
@@ -330,6 +331,8 @@ class Trainer:
             "mesh_sram_bytes": self.config.sram_bytes,
             "core": {name: getattr(self.config, name) for name in ("n_feat", "n_out", "n_tok")},
             "blocked_layers": dict(self.sizing.blocked),
+            "resident_layers": bool(self.sizing.resident),
+            "resident_why_not": self.sizing.why_not or None,
             "swarmx": self.swarm.stats(), "memoryx": self.memoryx.store.stats(),
             "settings": asdict(self.s),
             "seconds": round(getattr(self, "seconds", 0.0), 2),

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wse.fabric import numerics
 from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import (
@@ -48,6 +49,7 @@ from wse.fabric.cycle_model import (
     predict_unmasked_cycles,
 )
 from wse.fabric.gradient import gradient_gemm, gradient_macs
+from wse.fabric.placement import Placement
 from wse.fabric.reference import gemm_reference
 from wse.fabric.tiling import run_tiled
 
@@ -144,27 +146,59 @@ class MeshWorker:
 
         def block(Wb, Xb, raw, **masked):
             program = compile_gemm(self.config, Wb, Xb, raw=raw, **masked)
-            result = self.system.gemm(program, counters=False)
-            if self.check_golden:
-                Y, totals = gemm_reference(self.config, program, Xb)
-                want = totals if raw else Y
-                self.checks += 1
-                self.mismatches += int(np.count_nonzero(np.asarray(result.y) != want))
-            figures.blocks += 1
-            if result.cycles is not None:
-                figures.compute_cycles += result.cycles
-                figures.io_cycles += result.load_cycles + result.read_cycles
-            elif model:
-                figures.compute_cycles += predict_cycles(program, Xb)
-                figures.io_cycles += predict_io_cycles(program, Xb)
-            if model:
-                figures.dense_compute += dense_model(program, Xb)
-            return result
+            return self._run(program, figures, model, dense_model)
 
         if not fmt.is_float:
             X = np.clip(X, fmt.operand_min, fmt.operand_max)
         tiled = run_tiled(self.config, W, X, block, mask=mask, totals=totals)
         return tiled.y, figures, tiled.overflow
+
+    def _run(self, program, figures, model=True, dense_model=predict_dense_cycles):
+        """Run ``program`` on the mesh, compare it with golden (``check_golden``) and add its
+        cycles to ``figures`` (measured, or modelled with ``model``); its result."""
+        X = program.X
+        result = self.system.gemm(program, counters=False)
+        if self.check_golden:
+            Y, totals = gemm_reference(self.config, program, X)
+            want = totals if program.raw else Y
+            self.checks += 1
+            self.mismatches += int(np.count_nonzero(np.asarray(result.y) != want))
+        figures.blocks += 1
+        if result.cycles is not None:
+            figures.compute_cycles += result.cycles
+            figures.io_cycles += result.load_cycles + result.read_cycles
+        elif model:
+            figures.compute_cycles += predict_cycles(program, X)
+            figures.io_cycles += predict_io_cycles(program, X)
+        if model:
+            figures.dense_compute += dense_model(program, X)
+        return result
+
+    def resident_layer(self, layer, weights, bias, A, resident, last, model=True):
+        """Layer ``layer`` of the forward pass with its activations on the mesh
+        (``docs/mesh.md``, "Resident layers"): layer 0 loads ``A`` (the batch), every other
+        layer reads it where the layer below wrote it (slots from ``resident[layer]``, feature
+        ``i`` in row ``i % rows``); the bias is added on the mesh; a hidden layer's ``relu``
+        goes into the next region of ``X`` and leaves as it is written, the last layer's
+        totals leave raw and are requantised here. ``(Y, figures, overflow)``."""
+        cfg, fmt = self.config, self.config.fmt
+        figures = PassFigures()
+        n_out, n_in = weights.shape
+        placement = None if layer == 0 else _region(cfg.rows, n_in, resident[layer])
+        if last:
+            out = {"raw": True}
+        else:
+            out = {"act": True,
+                   "out_placement": _region(cfg.rows, n_out, resident[layer + 1])}
+        program = compile_gemm(cfg, weights, A, in_placement=placement, bias=bias,
+                               load=layer == 0, **out)
+        result = self._run(program, figures, model)
+        overflow = result.overflow
+        Y = np.asarray(result.y, dtype=np.int64)
+        if last:
+            Y, saturated = numerics.requantise(fmt, Y)
+            overflow |= bool(saturated.any())
+        return Y, figures, overflow
 
     def _figures(self, passes):
         """The reply's figures: ``passes`` maps a pass to ``(PassFigures, overflow)``;
@@ -179,8 +213,11 @@ class MeshWorker:
 
     # -- the passes ---------------------------------------------------------------------------
 
-    def op_forward(self, layer, stream, last, x=None, train=True):
-        """Layer ``layer``'s forward pass on this shard (``x``: the input, for layer 0)."""
+    def op_forward(self, layer, stream, last, x=None, train=True, resident=()):
+        """Layer ``layer``'s forward pass on this shard (``x``: the input, for layer 0);
+        ``resident``: where each layer's inputs stay in the cores' ``X`` (the first slot of
+        each, :class:`~fabric.config.TrainSizing`), or empty: every layer loads its input and
+        reads its output back, and the host adds the bias and applies the ReLU."""
         s = LayerStream.from_fields(stream)
         if layer == 0:
             if x is None:
@@ -191,12 +228,16 @@ class MeshWorker:
         else:
             A = self._next_input
         weights = s.weights()
-        Z, figures, overflow = self.gemm(weights, A, model=train)
-        figures.count_macs(weights, A)
         fmt = self.config.fmt
-        Y, beyond = add_bias(fmt, Z, s.bias)
-        if fmt.is_float:       # made infinite; int16's saturation here is not counted
-            overflow |= beyond
+        if resident:
+            Y, figures, overflow = self.resident_layer(layer, weights, s.bias, A, resident,
+                                                       last, model=train)
+        else:
+            Z, figures, overflow = self.gemm(weights, A, model=train)
+            Y, beyond = add_bias(fmt, Z, s.bias)
+            if fmt.is_float:       # made infinite; int16's saturation here is not counted
+                overflow |= beyond
+        figures.count_macs(weights, A)
         if train:
             self.inputs[layer] = A
         reply = self._figures({"forward": (figures, overflow)})
@@ -244,3 +285,10 @@ class MeshWorker:
         if self.system is not None:
             self.system.close()
             self.system = None
+
+
+def _region(rows, n, first):
+    """Where a resident layer's ``n`` activations lie: feature ``i`` in row ``i % rows``, slot
+    ``first + i // rows``."""
+    i = np.arange(n)
+    return Placement(rows, i % rows, first + i // rows, kind="resident")

@@ -17,7 +17,8 @@ class GoldenSystem(System):
 
     With ``fast``, :meth:`gemm` skips the wavelets and computes the result with
     :func:`fabric.reference.gemm_reference` (bit-identical, thousands of times faster; what
-    training uses). It then keeps no memory state and gives no counters; ``overflow`` flags a
+    training uses). It then keeps no memory state (a resident program's ``X`` is the one it
+    was compiled with) and gives no counters; ``overflow`` flags a
     requantisation that saturated or a total at the accumulator's limits.
     """
 

@@ -235,15 +235,17 @@ class System(ABC):
     def gemm(self, program, *, counters=True):
         """Run a compiled ``Y = W @ X`` (a :class:`~wse.fabric.program.GemmProgram` of this
         mesh's configuration, compiled with its ``X``: :func:`~wse.fabric.compiler.compile_gemm`)
-        on this mesh (``docs/mesh.md``): load ``X``, stream the weights, read ``Y`` (or collect
-        the raw totals, for a program compiled ``raw``). Returns a :class:`GemmResult`.
+        on this mesh (``docs/mesh.md``): load ``X`` (unless the cores hold it: ``load=False``),
+        stream the weights, read ``Y`` (or collect what leaves during the compute phase: the
+        raw totals of a ``raw`` program, the activations of an ``act`` one). Returns a
+        :class:`GemmResult`.
 
         With ``counters`` the compute phase's counters are read before and after it (two more
         READ exchanges); without, ``counters`` of the result is empty and ``error`` and
         ``overflow`` are the mesh's sticky flags (what training, which calls this often,
         needs). ``ValueError`` for a program of another configuration or without its ``X``."""
         self.check_program(program)
-        load = self.exchange(program.load_streams())
+        load = self.exchange(program.load_streams()) if program.load else None
         before = self.counters() if counters else None
         compute = self.launch(program.streams)
         error, overflow = compute.error, compute.overflow
@@ -259,13 +261,15 @@ class System(ABC):
             figures.update({name: after[name] for name in ("errors", "overflow")})
             error |= bool(figures["errors"].any())
             overflow |= bool(figures["overflow"].any())
-        if program.raw:
+        if program.streamed:
             y, read_cycles = program.decode_raw(compute.outlets), 0
         else:
             reads = [self.exchange(streams) for streams in program.read_streams()]
             y = program.decode_y(program.read_blocks([read.outlets for read in reads]))
             read_cycles = None if any(read.cycles is None for read in reads) else sum(
                 read.cycles for read in reads)
-        return GemmResult(y=y, cycles=compute.cycles, load_cycles=load.cycles,
+        # a resident program loads nothing: 0 cycles, where the backend counts cycles
+        load_cycles = load.cycles if load else None if compute.cycles is None else 0
+        return GemmResult(y=y, cycles=compute.cycles, load_cycles=load_cycles,
                           read_cycles=read_cycles, counters=figures, error=error,
                           overflow=overflow, program=program)

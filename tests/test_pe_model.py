@@ -332,7 +332,7 @@ def test_read_outside_the_map_reads_zero_and_counts_an_error_per_word():
 
 def test_slot_out_of_range_is_dropped_even_for_a_zero_weight():
     p, m = core(n_feat=2, n_tok=4, n_out=1)
-    m.run([weight(p, 5, 2), weight(p, 0, 0xFFFF)])
+    m.run([weight(p, 5, 2), weight(p, 0, 0xFFFE)])      # 0xFFFF is the ones slot
     assert m.counters["errors"] == 2 and m.error and m.counters["busy_cycles"] == 2
     assert m.counters["macs_skipped_weight"] == 0 and not m.acc.any()
 
@@ -345,7 +345,7 @@ def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
     assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
 
 
-@pytest.mark.parametrize("op", range(11, 16))       # 9 is MASK, 10 TOKENS (above)
+@pytest.mark.parametrize("op", range(12, 16))       # 9 MASK, 10 TOKENS, 11 CR_ACT (above)
 def test_unknown_opcodes_are_errors(op):
     p, m = core()
     m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])

@@ -490,7 +490,7 @@ def test_decode_errors_name_what_is_wrong():
         prog.read_blocks([{0: [int(pack(0, 1))]}])
     with pytest.raises(ValueError, match=r"no column 5"):
         prog.read_blocks([{5: []}])
-    with pytest.raises(ValueError, match="not a raw program"):
+    with pytest.raises(ValueError, match="not a raw or act program"):
         prog.decode_raw({})
 
 

@@ -21,10 +21,12 @@ def test_the_default_model_keeps_the_default_cores_but_their_tokens():
 
 def test_cores_grow_to_hold_the_widest_layer_and_the_shard():
     sizing = train_config((4, 4), (64, 512, 512, 10), 32)
-    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (128, 128, 128)
+    # n_feat: two regions of 128 slots, the activations of alternate layers (resident)
+    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (256, 128, 128)
     assert sizing.blocked == {}
-    shard = train_config((2, 4), (64, 64, 10), 100)     # 25 tokens a column, 50 a row
-    assert (shard.config.n_tok, shard.config.n_feat) == (32, 50)
+    # 25 tokens a column, 50 a row; two regions of 32 activations a row
+    shard = train_config((2, 4), (64, 64, 10), 100)
+    assert (shard.config.n_tok, shard.config.n_feat) == (32, 64)
 
 
 def test_a_layer_the_cores_cannot_hold_runs_in_blocks_and_the_run_says_so():

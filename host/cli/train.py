@@ -142,7 +142,11 @@ def train(mesh, systems, fanout, swarm, address, backend, fmt, hidden, sparsity,
     except MemoryError as error:
         raise click.ClickException(f"out of memory building the model ({error}): narrow "
                                    f"--hidden, or bound --memory-bytes") from None
-    for line in trainer.sizing.blocked.values():     # a layer the cores cannot hold whole
+    notes = list(trainer.sizing.blocked.values())     # a layer the cores cannot hold whole
+    if trainer.sizing.why_not:
+        notes.append(f"activations go through the edges between layers: "
+                     f"{trainer.sizing.why_not}")
+    for line in notes:
         console.print(f"note: {line}", style="yellow", markup=False, highlight=False)
     with trainer:
         report = _run(trainer, out_dir, checkpoint_every)
