@@ -151,6 +151,14 @@ class BFloat16:
         """``±0``: the magnitude bits are all zero (a subnormal is not zero)."""
         return value[:15] == 0
 
+    #: 1.0 as an operand's bit pattern (:data:`~rtl.isa.ONES_SLOT`'s value).
+    one = 0x3F80
+
+    def relu(self, value):
+        """``max(value, 0)`` on the pattern: every value whose sign bit is set (``-0`` and the
+        negative NaNs too) becomes ``+0`` (CR_ACT)."""
+        return Mux(value[15], 0, value)
+
     def multiply(self, a, b, *, m=None):
         """The binary32 product of bf16 patterns ``a`` and ``b`` (``product_shape``).
 

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from .core_acc import AccBuffers
 from .core_count import CounterBank
 from .core_dispatch import Dispatcher
-from .core_input import InputSorter
+from .core_input import ONES_OP, InputSorter
 from .core_lane import AxpyLane
 from .core_params import CoreParams
 from .core_read import ReadEngine
@@ -30,23 +30,28 @@ class Core(wiring.Component):
     (through the :class:`~rtl.core_read.ReadEngine`), AXPY, CR, MASK. An AXPY walks the nonzero
     tokens of its slot whose gate bit is set, ``lanes`` banks in parallel, one token per bank
     per cycle, each bank an :class:`~rtl.core_lane.AxpyLane` with its own MAC and its bits of
-    the gate; a zero weight costs one cycle and no multiply. A MASK (the sorter keeps only this
-    column's) sets 16 gate bits in a cycle. A CR (its output feature split by a
+    the gate; a zero weight costs one cycle and no multiply; the ones slot
+    (:data:`~rtl.isa.ONES_SLOT`) is the format's one in every token. A MASK (the sorter keeps
+    only this column's) sets 16 gate bits in a cycle. A CR (its output feature split by a
     :class:`~rtl.core_rows.RowSplit`, no divider) hands the active buffer of the
-    :class:`~rtl.core_acc.AccBuffers` to the :class:`~rtl.psum.PsumEngine`, switches to the
-    next (zeroed) buffer and sets every gate bit again; one with ``skip`` (``CrArg``) only sets
-    the gate bits: no buffer, so it never waits for one. The counters are a
+    :class:`~rtl.core_acc.AccBuffers` to the :class:`~rtl.psum.PsumEngine`, switches to the next
+    (zeroed) buffer and sets every gate bit again; one with ``skip`` (``CrArg``) only sets the
+    gate bits: no buffer, so it never waits for one. The engine writes ``Y`` (a CR), sends raw
+    totals (a CR_OUT), or writes the ReLU of the results into ``X`` and its masks through the
+    lanes and sends them (a CR_ACT of this row). The counters are a
     :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder, or two), read by the READ
     engine. The :class:`OutputRegister` sends the engine's words first, then READ replies.
 
     Latency: an AXPY's last accumulation lands 2 cycles after its last issue. Throughput: one
     command per cycle, an AXPY in ``max(1, max over banks of nonzero gated tokens)`` cycles. A CR
     (not a ``skip``) waits (stall cycles) while every other buffer waits for the engine; a READ
-    waits until the MACs and the engine are idle, so it sees every earlier command's effect.
+    waits until the MACs and the engine are idle, so it sees every earlier command's effect; a
+    LOAD waits while the engine is busy (a CR_ACT's engine writes ``X`` through the LOAD's
+    port), and an AXPY while an earlier CR_ACT still writes its slot.
 
-    Bad input (``docs/pe.md``: a slot outside ``X``, a LOAD or READ outside the map, an unknown
-    opcode, a wavelet of a foreign color, a CR for a result slot outside ``Y``, a MASK of a
-    chunk past ``n_tok``) is dropped;
+    Bad input (``docs/pe.md``: a slot outside ``X`` but the ones slot, a LOAD or READ outside
+    the map, an unknown opcode, a wavelet of a foreign color, a CR for a result slot outside
+    ``Y``, a CR_ACT for one outside ``X``, a MASK of a chunk past ``n_tok``) is dropped;
     ``errors`` counts it and ``error`` stays set. The core keeps running.
 
     Parameters
@@ -168,6 +173,7 @@ class Core(wiring.Component):
         y_rp, y_wp = y.read_port(), y.write_port()
         head, held = sorter.cmd.head, sorter.cmd.held
         arg = data.View(ControlPayload, head.data).arg
+        ones = ~held.ctrl & (held.op.as_value() == ONES_OP)        # an AXPY of the ones slot
         m.d.comb += [
             y_wp.addr.eq(engine.y_address), y_wp.data.eq(engine.y_value),
             y_wp.en.eq(engine.y_write),
@@ -176,7 +182,12 @@ class Core(wiring.Component):
             reader.out_color.eq(colors.out),
             reader.start.eq(disp.start_read), disp.reader_active.eq(reader.active),
             reader.arg.eq(data.View(ReadArg, arg)),
-            disp.acc_full.eq(accs.full), disp.acc_pending.eq(accs.pending),
+            disp.acc_full.eq(accs.full),
+            # the engine's work: a buffer to reduce, or a CR_ACT's word not yet in X
+            disp.engine_busy.eq(accs.pending | engine.x_pending),
+            # an AXPY waits for an earlier CR_ACT's words into its slot (the ones slot reads no X)
+            accs.slot.eq(held.slot),
+            disp.x_hazard.eq((accs.writes_slot | engine.x_pending) & ~ones),
             accs.issue.eq(disp.walk), accs.retire.eq(disp.retire),
             accs.retire_job.eq(disp.retire_job),
             # the gate goes with the buffer, a bit per token in token order (token t is index
@@ -190,6 +201,10 @@ class Core(wiring.Component):
         value, zero_value = fmt.operand_from_bits(head.data), held.zero
         for b, lane in enumerate(lanes):
             m.d.comb += [
+                lane.ones.eq(ones),
+                lane.x_write.eq(engine.x_write & (engine.x_bank == b)),
+                lane.x_slot.eq(engine.x_slot), lane.x_index.eq(engine.x_index),
+                lane.x_value.eq(engine.x_value),
                 disp.lanes_nonzero[b].eq(lane.nonzero),
                 lane.feature.eq(disp.feature), lane.walk.eq(disp.walk),
                 lane.active.eq(disp.active),
@@ -210,7 +225,8 @@ class Core(wiring.Component):
             m.d.sync += self.overflow.eq(1)
         m.d.comb += self.idle.eq(~(sorter.cmd.valid | sorter.psum_n.valid | sorter.psum_s.valid
                                    | disp.active | disp.lanes_busy | accs.pending
-                                   | reader.active | engine.y_write | self.o.valid))
+                                   | reader.active | engine.y_write | engine.x_pending
+                                   | self.o.valid))
         return m
 
     @staticmethod

@@ -55,11 +55,18 @@ class AccBuffers(wiring.Component):
     retire, retire_job, retire_gate : In
         Hand the active buffer to the engine with its job (``cr_job_layout``) and the gate it
         was filled under (``n_tok`` bits, token order); only while not ``full``.
+    slot : In(range(n_feat))
+        The slot of the AXPY at the dispatcher's head.
+    writes_slot : Out(1)
+        A retired buffer not yet reduced (waiting, or being reduced) is a CR_ACT's whose
+        result goes into ``X[slot]``: the AXPY must wait (with the engine's result stage,
+        which holds the last word a cycle or more after the buffer is done). From a slot and
+        a flag per buffer, set as it is retired, cleared as the engine is done with it.
     full : Out(1)
         Every buffer but the active one waits for the engine.
     pending : Out(1)
         Some buffer waits for the engine or is being reduced.
-    job : Out(stream.Signature(engine_job_layout(rows, n_out, n_tok)))
+    job : Out(stream.Signature(engine_job_layout(rows, n_out, n_feat, n_tok)))
         The oldest retired buffer's job and gate, to the engine.
     drain : In(AccDrainSignature(params))
         The engine reading the buffer it reduces.
@@ -70,17 +77,19 @@ class AccBuffers(wiring.Component):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
         self.n_buf = integer("acc_buffers", n_buf, 2, 16)
-        job = cr_job_layout(params.rows, params.n_out)
+        job = cr_job_layout(params.rows, params.n_out, params.n_feat)
         super().__init__({
             **{f"mac{b}": In(AccPortSignature(params)) for b in range(params.lanes)},
             "issue":      In(1),
             "retire":     In(1),
             "retire_job": In(job),
             "retire_gate": In(params.n_tok, init=(1 << params.n_tok) - 1),
+            "slot":       In(range(params.n_feat)),
+            "writes_slot": Out(1),
             "full":       Out(1),
             "pending":    Out(1),
             "job":        Out(stream.Signature(engine_job_layout(params.rows, params.n_out,
-                                                                 params.n_tok))),
+                                                                 params.n_feat, params.n_tok))),
             "drain":      In(AccDrainSignature(params)),
         })
 
@@ -107,6 +116,7 @@ class AccBuffers(wiring.Component):
         with m.If(drain.done):
             m.d.sync += ebuf.eq(ebuf_next)
         m.d.sync += retired.eq(retired + self.retire - drain.done)
+        self._act_slots(m, buf, ebuf)
 
         crq = m.submodules.cr_fifo = SyncFIFO(width=len(self.job.payload.as_value()),
                                               depth=n_buf - 1)
@@ -188,3 +198,17 @@ class AccBuffers(wiring.Component):
                     m.d.sync += fresh[b][k].eq(0)
         m.d.comb += drain.data.eq(Array(engine_data)[drain.add_bank])
         return m
+
+    def _act_slots(self, m, buf, ebuf):
+        """``writes_slot``: each buffer's CR_ACT flag and ``X`` slot, from its retire (buffer
+        ``buf``) until the engine is done with it (``ebuf``, at ``drain.done``)."""
+        n_feat = self.params.n_feat
+        act = Signal(self.n_buf)
+        slots = [Signal(range(n_feat), name=f"act_slot{k}") for k in range(self.n_buf)]
+        for k in range(self.n_buf):
+            with m.If(self.retire & (buf == k)):
+                m.d.sync += [act[k].eq(self.retire_job.act), slots[k].eq(self.retire_job.slot)]
+            with m.Elif(self.drain.done & (ebuf == k)):
+                m.d.sync += act[k].eq(0)
+        m.d.comb += self.writes_slot.eq(Cat(act[k] & (slots[k] == self.slot)
+                                            for k in range(self.n_buf)).any())

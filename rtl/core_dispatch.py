@@ -22,14 +22,17 @@ class Dispatcher(wiring.Component):
     the :class:`~rtl.core_read.ReadEngine`), AXPY (walked by the lanes), CR, MASK, TOKENS.
 
     A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
-    and moves the pointer on (past the inactive tokens of a row); ADDR sets the pointer. TOKENS
+    and moves the pointer on (past the inactive tokens of a row), once the partial-sum engine
+    is not ``engine_busy`` (a CR_ACT's engine writes ``X`` through the same port); ADDR sets
+    the pointer. TOKENS
     sets the active tokens and the gate they open (``gate_open``), which every CR restores. An
     AXPY takes ``max(1, max over lanes of the nonzero gated tokens left)`` cycles: ``walk``
-    while it runs, ``active`` from its second cycle. A READ waits until the MACs and the
-    accumulator buffers are idle, then starts the READ engine and waits while the engine is
-    ``reader_active``. A CR waits while the buffers
-    are ``acc_full``, then retires the active buffer (``retire``, with its job from the CR's
-    output feature); a CR with ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only
+    while it runs, ``active`` from its second cycle; its first cycle waits while an earlier
+    CR_ACT still writes its slot (``x_hazard``). A READ waits until the MACs and the
+    partial-sum engine are idle, then starts the READ engine and waits while the engine is
+    ``reader_active``. A CR (CR_OUT, CR_ACT) waits while the buffers are ``acc_full``, then
+    retires the active buffer (``retire``, with its job from the CR's output feature); a CR
+    with ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only
     resets the gate bits. A CR right behind an AXPY (the sorter's ``next``) rides on the
     AXPY's last cycle: both leave the FIFO at once (``take2``). A MASK of a chunk past
     ``n_tok`` and an unknown opcode (the sorter's :data:`~rtl.core_input.DROPPED_OP` too) are
@@ -44,16 +47,24 @@ class Dispatcher(wiring.Component):
 
     Members
     -------
-    cmd : In(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out), command_held_layout(params)))
+    cmd : In(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out, n_feat),
+        command_held_layout(params)))
         The command FIFO's head and the entry behind it.
     reader_active : In(1)
         The READ engine runs a READ: nothing else is dispatched.
     start_read : Out(1)
         Start the READ at the head.
-    acc_full, acc_pending : In(1)
-        The :class:`~rtl.core_acc.AccBuffers`' ``full`` and ``pending``.
+    acc_full : In(1)
+        The :class:`~rtl.core_acc.AccBuffers`' ``full``.
+    engine_busy : In(1)
+        The partial-sum engine has work: a retired buffer waits for it or is being reduced
+        (the buffers' ``pending``), or a CR_ACT's word waits for the output. A LOAD and a READ
+        wait for it.
+    x_hazard : In(1)
+        An earlier CR_ACT still writes the slot of the AXPY at the head (the lanes' ``X`` and
+        masks): the AXPY waits.
     retire : Out(1)
-    retire_job : Out(cr_job_layout(rows, n_out))
+    retire_job : Out(cr_job_layout(rows, n_out, n_feat))
         Hand the active buffer over, with this job (every field driven in every cycle).
     lanes_busy : In(1)
         Some lane's MAC pipeline holds an accumulation.
@@ -88,15 +99,17 @@ class Dispatcher(wiring.Component):
         if not isinstance(params, CoreParams):
             raise TypeError(f"params must be a CoreParams, not {params!r}")
         self.params = params
-        job = cr_job_layout(params.rows, params.n_out)
+        job = cr_job_layout(params.rows, params.n_out, params.n_feat)
         tok = range(params.n_tok + 1)
         super().__init__({
-            "cmd":           In(PeekSignature(COMMAND, cr_ahead_layout(params.rows, params.n_out),
+            "cmd":           In(PeekSignature(COMMAND, cr_ahead_layout(params.rows, params.n_out,
+                                                                       params.n_feat),
                                               command_held_layout(params))),
             "reader_active": In(1),
             "start_read":    Out(1),
             "acc_full":      In(1),
-            "acc_pending":   In(1),
+            "engine_busy":   In(1),
+            "x_hazard":      In(1),
             "retire":        Out(1),
             "retire_job":    Out(job),
             "lanes_busy":    In(1),
@@ -144,24 +157,29 @@ class Dispatcher(wiring.Component):
         with m.Elif(cmd.valid):
             # a foreign color, an AXPY of a slot outside X and a CR of a result slot outside
             # Y come as an unknown opcode (the sorter's ``DROPPED_OP``): dropped, an error
-            with m.If(is_data & ~is_weight):                                      # LOAD
+            with m.If(is_data & ~is_weight & self.engine_busy):                   # LOAD
+                m.d.comb += self.stall.eq(1)                # X's write port is the engine's
+            with m.Elif(is_data & ~is_weight):
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
                 m.d.sync += ptr.eq(next_word(ptr, self.tokens, p.n_tok))
                 with m.If(below(ptr, p.n_feat * p.n_tok)):
                     m.d.comb += load.eq(1)
                 with m.Else():
                     m.d.comb += self.error.eq(1)
+            with m.Elif(is_data & ~self.active & self.x_hazard):
+                m.d.comb += self.stall.eq(1)        # an AXPY of a slot a CR_ACT still writes
             with m.Elif(is_data):                                                 # AXPY
                 self._axpy(m, pop, axpy_done)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
                 m.d.sync += ptr.eq(data.View(AddrArg, arg).addr)
             with m.Elif(op == ControlOp.READ.value):
-                with m.If(self.lanes_busy | self.acc_pending):
+                with m.If(self.lanes_busy | self.engine_busy):
                     m.d.comb += self.stall.eq(1)
                 with m.Else():
                     m.d.comb += [pop.eq(1), self.busy.eq(1), self.start_read.eq(1)]
-            with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)):
+            with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value,
+                                   ControlOp.CR_ACT.value)):
                 with m.If(self.acc_full):
                     m.d.comb += self.stall.eq(1)
                 with m.Else():
@@ -201,6 +219,8 @@ class Dispatcher(wiring.Component):
             job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
             job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
             job.raw.eq(Mux(fuse, nxt.job.raw, op == ControlOp.CR_OUT.value)),
+            # a CR_ACT of this row (the sorter holds another row's as a CR)
+            job.act.eq(Mux(fuse, nxt.job.act, op == ControlOp.CR_ACT.value)),
             job.quiet_n.eq(Mux(fuse, nxt.job.quiet_n, cr_arg.quiet_n)),
             job.quiet_s.eq(Mux(fuse, nxt.job.quiet_s, cr_arg.quiet_s)),
         ]
@@ -220,8 +240,8 @@ class Dispatcher(wiring.Component):
             m.d.sync += [kept.eq(fresh), self.tokens.eq(count)]
 
     def _axpy(self, m, pop, axpy_done):
-        """One cycle of an AXPY (of a slot in ``X``: the sorter made any other an unknown
-        opcode): every lane issues the lowest nonzero token it has left."""
+        """One cycle of an AXPY (of a slot in ``X`` or the ones slot: the sorter made any other
+        an unknown opcode): every lane issues the lowest nonzero token it has left."""
         p, active = self.params, self.active
         m.d.comb += [self.busy.eq(1), self.walk.eq(1)]
         with m.If(self.lanes_done.all()):

@@ -6,12 +6,20 @@ from amaranth.lib.wiring import In, Out
 
 from .core_params import CoreParams
 from .core_rows import RowSplit, below
-from .isa import CR_O_BITS, CrArg, MaskArg, WeightPayload, core_strap_layout, cr_job_layout
+from .isa import (
+    CR_O_BITS,
+    ONES_SLOT,
+    CrArg,
+    MaskArg,
+    WeightPayload,
+    core_strap_layout,
+    cr_job_layout,
+)
 from .peek_fifo import LutFIFO, PeekFIFO, PeekSignature
 from .validate import integer
 from .wavelet import ControlOp, ControlPayload, Wavelet
 
-__all__ = ["COMMAND", "DROPPED_OP", "SKIP_OP", "CommandDecode", "InputSorter",
+__all__ = ["COMMAND", "DROPPED_OP", "ONES_OP", "SKIP_OP", "CommandDecode", "InputSorter",
            "command_held_layout", "cr_ahead_layout"]
 
 #: An entry of the command FIFO: the wavelet, its color as the dispatcher needs it (``cmd``,
@@ -22,34 +30,41 @@ COMMAND = data.StructLayout({"data": 32, "ctrl": 1, "is_cmd": 1, "is_weight": 1}
 #: The ``op`` the held part gives an entry the dispatcher only drops as an error (no
 #: :class:`~rtl.wavelet.ControlOp` has it: it takes the unknown opcode's branch).
 DROPPED_OP = 15
-#: The ``op`` the held part gives a carriage return with ``skip`` that takes effect (CR or
-#: CR_OUT alike: it hands no buffer over, so it needs no job and never waits for a buffer).
+#: The ``op`` the held part gives a carriage return with ``skip`` that takes effect (CR, CR_OUT
+#: or CR_ACT alike: it hands no buffer over, so it needs no job and never waits for a buffer).
 SKIP_OP = 14
-assert not {DROPPED_OP, SKIP_OP} & {o.value for o in ControlOp}
+#: The ``op`` the held part gives an AXPY of :data:`~rtl.isa.ONES_SLOT` (an AXPY's ``op`` bits
+#: are its slot's top bits, otherwise unused: no bit more in the held part for it).
+ONES_OP = 13
+assert not {DROPPED_OP, SKIP_OP, ONES_OP} & {o.value for o in ControlOp}
 
 
 def command_held_layout(params):
     """What the dispatcher decides a command's first cycle from, kept in flip-flops while its
     entry is the command FIFO's head (``PeekFIFO``'s ``held`` part): the entry's class
     (``ctrl``, ``is_weight``), a control wavelet's ``op``, an AXPY's ``slot`` as the lanes'
-    feature index, and whether the value (an AXPY's weight, a LOAD's operand) is zero. An
-    entry that is only dropped as an error (a foreign color, an AXPY whose slot is outside
-    ``X``, a CR of this row with a result slot outside ``Y``) is held as a control wavelet
-    of opcode :data:`DROPPED_OP`: the same cycle as an unknown opcode (a pop, busy, an
-    error), and 12 bits, 3 LUT-RAM cells a copy instead of 4 on the ECP5. A carriage return
-    with ``skip`` (not dropped) is held as opcode :data:`SKIP_OP`, so the dispatcher knows it
-    from flip-flops too."""
+    feature index, and whether the value (an AXPY's weight, a LOAD's operand) is zero. An AXPY
+    of :data:`~rtl.isa.ONES_SLOT` is held with the ``op`` :data:`ONES_OP` and slot 0. An entry
+    that is only dropped as an error (a foreign color, an AXPY whose slot is outside ``X`` and
+    not the ones slot, a CR of this row with a result slot outside ``Y``, a CR_ACT of this
+    row with one outside ``X``) is held as a control wavelet of opcode :data:`DROPPED_OP`:
+    the same cycle as an unknown opcode (a pop, busy, an error), and 12 bits, 3 LUT-RAM cells
+    a copy instead of 4 on the ECP5. A carriage return with ``skip`` (not dropped) is held as
+    opcode :data:`SKIP_OP`, so the dispatcher knows it from flip-flops too; a CR_ACT of
+    another row as a CR (it is one there)."""
     return data.StructLayout({"ctrl": 1, "is_weight": 1, "op": ControlOp,
                               "slot": range(params.n_feat), "zero": 1})
 
 
-def cr_ahead_layout(rows, n_out):
+def cr_ahead_layout(rows, n_out, n_feat):
     """What the dispatcher sees of the command behind the one it runs: whether it is a
-    carriage return (CR or CR_OUT, on ``cmd`` or ``weight``) that takes effect (not a CR, not
-    a CR_OUT, of this row whose result slot ``o // rows`` is outside ``Y``,
-    ``o >= n_out * rows``: an error) and hands its buffer over (``hand``) or, with ``skip``,
-    hands none (``free``), and its job (:func:`~rtl.isa.cr_job_layout`)."""
-    return data.StructLayout({"hand": 1, "free": 1, "job": cr_job_layout(rows, n_out)})
+    carriage return (CR, CR_OUT or CR_ACT, on ``cmd`` or ``weight``) that takes effect (not a
+    CR of this row whose result slot ``o // rows`` is outside ``Y``, ``o >= n_out * rows``,
+    nor a CR_ACT of this row whose slot is outside ``X``, ``o >= n_feat * rows``: errors) and
+    hands its buffer over (``hand``) or, with ``skip``, hands none (``free``), and its job
+    (:func:`~rtl.isa.cr_job_layout`)."""
+    return data.StructLayout({"hand": 1, "free": 1,
+                              "job": cr_job_layout(rows, n_out, n_feat)})
 
 
 class InputSorter(wiring.Component):
@@ -118,7 +133,8 @@ class InputSorter(wiring.Component):
         Which inputs gave a wavelet the core keeps this cycle: bit 0 ``i``, 1 ``psum_n_in``,
         2 ``psum_s_in`` (SELECTs, discarded ``cmd`` wavelets and other columns' MASKs are not
         kept: ``wavelets_in`` counts what the core keeps).
-    cmd : Out(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out), command_held_layout(params)))
+    cmd : Out(PeekSignature(COMMAND, cr_ahead_layout(rows, n_out, n_feat),
+        command_held_layout(params)))
         The command FIFO's head, what the dispatcher needs of the entry behind it, and the
         head's :func:`command_held_layout` part in flip-flops (both worked out here, as the
         entry is written: no second copy of the entry).
@@ -145,7 +161,8 @@ class InputSorter(wiring.Component):
             "psum_s_in": In(stream.Signature(32)),
             "accept":    Out(4),
             "taken":     Out(3),
-            "cmd":       Out(PeekSignature(COMMAND, cr_ahead_layout(params.rows, params.n_out),
+            "cmd":       Out(PeekSignature(COMMAND, cr_ahead_layout(params.rows, params.n_out,
+                                                                       params.n_feat),
                                            command_held_layout(params))),
             "psum_n":    Out(stream.Signature(32)),
             "psum_s":    Out(stream.Signature(32)),
@@ -159,7 +176,7 @@ class InputSorter(wiring.Component):
         colors = self.strap if self.straps else self.params.colors
         p = self.params
         cmdq = m.submodules.cmd_fifo = PeekFIFO(COMMAND, self.cmd_depth,
-                                                cr_ahead_layout(p.rows, p.n_out),
+                                                cr_ahead_layout(p.rows, p.n_out, p.n_feat),
                                                 command_held_layout(p),
                                                 held_copies=self.held_copies)
         pnq = m.submodules.psum_n_fifo = LutFIFO(32, self.psum_depth)
@@ -264,8 +281,9 @@ class CommandDecode(wiring.Component):
     :func:`cr_ahead_layout` part (``ahead``, for when it is the entry behind the head).
 
     Combinational (latency 0). Bad input: an entry only dropped as an error (a foreign color,
-    an AXPY whose slot is outside ``X``, a CR of this row with a result slot outside ``Y``)
-    gets the ``op`` :data:`DROPPED_OP` and is neither ``hand`` nor ``free``.
+    an AXPY whose slot is outside ``X`` and not :data:`~rtl.isa.ONES_SLOT`, a CR of this row
+    with a result slot outside ``Y``, a CR_ACT of this row with one outside ``X``) gets the
+    ``op`` :data:`DROPPED_OP` and is neither ``hand`` nor ``free``.
 
     Parameters
     ----------
@@ -282,7 +300,7 @@ class CommandDecode(wiring.Component):
     row : In(core_strap_layout(rows, cols)["row"])
         Only with ``straps=True``.
     held : Out(command_held_layout(params))
-    ahead : Out(cr_ahead_layout(rows, n_out))
+    ahead : Out(cr_ahead_layout(rows, n_out, n_feat))
     """
 
     def __init__(self, params, *, straps=False):
@@ -296,7 +314,7 @@ class CommandDecode(wiring.Component):
             "is_cmd":    In(1),
             "is_weight": In(1),
             "held":      Out(command_held_layout(params)),
-            "ahead":     Out(cr_ahead_layout(params.rows, params.n_out)),
+            "ahead":     Out(cr_ahead_layout(params.rows, params.n_out, params.n_feat)),
         }
         if self.straps:
             strap = data.Layout.cast(core_strap_layout(params.rows, params.cols))
@@ -311,30 +329,40 @@ class CommandDecode(wiring.Component):
         control = data.View(ControlPayload, self.data)
         cr_arg, op = data.View(CrArg, control.arg), control.op.as_value()
         o = cr_arg.o
-        is_cr, ok = Signal(), Signal()
+        is_cr, ok, mine = Signal(), Signal(), Signal()
+        is_act = op == ControlOp.CR_ACT.value
         m.d.comb += [
             split.o.eq(o),
             ahead.job.slot.eq(split.slot), ahead.job.owner.eq(split.owner),
-            ahead.job.raw.eq(op == ControlOp.CR_OUT.value),
+            ahead.job.raw.eq(op == ControlOp.CR_OUT.value), ahead.job.act.eq(is_act & mine),
             ahead.job.quiet_n.eq(cr_arg.quiet_n), ahead.job.quiet_s.eq(cr_arg.quiet_s),
             is_cr.eq(self.ctrl & (is_cmd | is_weight)
-                     & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value)),
+                     & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value,
+                                  ControlOp.CR_ACT.value)),
             ahead.hand.eq(is_cr & ok & ~cr_arg.skip), ahead.free.eq(is_cr & ok & cr_arg.skip),
         ]
         row = self.row if self.straps else p.row
         # from the sources, not read back from ``ahead`` (one vector with ``hand`` and ``free``,
         # which depend on ``ok``: Verilator would see a combinational loop through it)
-        m.d.comb += ok.eq((op == ControlOp.CR_OUT.value) | (split.owner != row)
-                          | below(o, p.n_out * p.rows))               # o // rows < n_out
+        m.d.comb += [
+            mine.eq(split.owner == row),
+            # o // rows < n_out (a CR), < n_feat (a CR_ACT); a CR_OUT's is not limited
+            ok.eq((op == ControlOp.CR_OUT.value) | ~mine
+                  | Mux(is_act, below(o, p.n_feat * p.rows), below(o, p.n_out * p.rows))),
+        ]
         weight = data.View(WeightPayload, self.data)
+        axpy = ~self.ctrl & is_weight
+        ones = axpy & (weight.slot == ONES_SLOT)
         dropped = ((~is_cmd & ~is_weight)                                      # foreign
-                   | (~self.ctrl & is_weight & ~below(weight.slot, p.n_feat))
-                   | (is_cr & ~ok))                            # CR with a slot outside Y
+                   | (axpy & ~below(weight.slot, p.n_feat) & ~ones)
+                   | (is_cr & ~ok))                  # CR, CR_ACT with a slot outside Y, X
+        # a CR_ACT of another row is a CR there; one with ``skip`` a skip like any other
+        op_held = Mux(ones, ONES_OP, Mux(is_cr & cr_arg.skip, SKIP_OP,
+                                         Mux(is_act & ~mine, ControlOp.CR.value, op)))
         m.d.comb += [
             held.ctrl.eq(self.ctrl | dropped),
-            held.op.as_value().eq(Mux(dropped, DROPPED_OP,
-                                      Mux(is_cr & cr_arg.skip, SKIP_OP, op))),
-            held.is_weight.eq(is_weight), held.slot.eq(weight.slot),
+            held.op.as_value().eq(Mux(dropped, DROPPED_OP, op_held)),
+            held.is_weight.eq(is_weight), held.slot.eq(Mux(ones, 0, weight.slot)),
             held.zero.eq(p.fmt.is_zero(p.fmt.operand_from_bits(self.data))),
         ]
         return m

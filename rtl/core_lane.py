@@ -56,20 +56,23 @@ class AccPortSignature(wiring.Signature):
 class AxpyLane(wiring.Component):
     """Bank ``b`` of the core: tokens ``t`` with ``t % lanes == b``, at index ``t // lanes``.
 
-    Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per
-    feature (read combinationally at ``feature``) and the bank's bits of the core's **gate**
-    (a register, all ones after reset; ``docs/pe.md``, MASK and TOKENS). A LOAD writes one
-    operand and its mask bit. An AXPY walks the tokens of the slot's mask whose gate bit is
+    Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per feature
+    (read combinationally at ``feature``) and the bank's bits of the core's **gate** (a
+    register, all ones after reset; ``docs/pe.md``, MASK and TOKENS). A LOAD writes one operand
+    and its mask bit; so does the partial-sum engine's CR_ACT (``x_write``: a second read port
+    of the masks, at ``x_slot``, for its read-modify-write; the write ports are the LOAD's,
+    which never runs at once). An AXPY walks the tokens of the slot's mask whose gate bit is
     set, lowest first, one a cycle (``walk``): the first cycle takes ``mask & gate`` (none with
     a zero ``weight``), later ones (``active``) what is left; ``done`` says nothing is left
-    after this cycle's token. A MASK (``gate_write``) sets the gate bits of the chunk's tokens
-    in this bank (index ``i`` holds token ``i * lanes + bank``, written from bit ``t % 16``
-    when the chunk is ``t // 16``: constants per bit); ``gate_reset`` (a carriage return taking
-    effect, or TOKENS) loads the bank's bits of the core's active tokens, ``gate_open``. Both
-    take effect at the end of the cycle, so the next AXPY's first cycle sees them. Each token
-    goes through the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle, multiplied
-    by the weight in the next (``s1``), and the product added to the accumulator, read and
-    written back in the one after (``s2``).
+    after this cycle's token. An AXPY of :data:`~rtl.isa.ONES_SLOT` (``ones``) reads every mask
+    bit as 1 and the format's one as every operand. A MASK (``gate_write``) sets the gate bits
+    of the chunk's tokens in this bank (index ``i`` holds token ``i * lanes + bank``, written
+    from bit ``t % 16`` when the chunk is ``t // 16``: constants per bit); ``gate_reset`` (a
+    carriage return taking effect, or TOKENS) loads the bank's bits of the core's active tokens,
+    ``gate_open``. Both take effect at the end of the cycle, so the next AXPY's first cycle sees
+    them. Each token goes through the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk
+    cycle, multiplied by the weight in the next (``s1``), and the product added to the
+    accumulator, read and written back in the one after (``s2``).
 
     Latency: a token's sum is written 2 cycles after its walk cycle. Throughput: one token a
     cycle. Bad input: the dispatcher checks slots, LOAD addresses and MASK chunks before it
@@ -92,10 +95,16 @@ class AxpyLane(wiring.Component):
         first cycle.
     done : Out(1)
         This bank has no token left after this cycle's.
+    ones : In(1)
+        The AXPY is of the ones slot: ``feature``'s mask reads all ones, ``X`` the format's
+        one.
     load, load_index, load_value, load_zero : In
         LOAD: ``X[feature][load_index] := load_value`` and its mask bit, ``~load_zero``
         (whether ``load_value`` is zero: the core has it in flip-flops, the command FIFO's
         held part, so the lane does not work it out again from the value).
+    x_write, x_slot, x_index, x_value : In
+        CR_ACT: ``X[x_slot][x_index] := x_value`` and its mask bit (``x_value`` not zero);
+        never with ``load``.
     gate_write, gate_arg : In
         MASK: the gate bits of this bank's tokens in chunk ``gate_arg.chunk`` := their bits of
         ``gate_arg.bits`` (``gate_arg.col`` is not looked at: the input sorter filtered it).
@@ -131,10 +140,15 @@ class AxpyLane(wiring.Component):
             "weight":       In(fmt.operand_shape),
             "zero_weight":  In(1),
             "done":         Out(1),
+            "ones":         In(1),
             "load":         In(1),
             "load_index":   In(range(tpb)),
             "load_value":   In(fmt.operand_shape),
             "load_zero":    In(1),
+            "x_write":      In(1),
+            "x_slot":       In(range(params.n_feat)),
+            "x_index":      In(range(tpb)),
+            "x_value":      In(fmt.operand_shape),
             "gate_write":   In(1),
             "gate_arg":     In(MaskArg),
             "gate_reset":   In(1),
@@ -156,6 +170,7 @@ class AxpyLane(wiring.Component):
         masks = m.submodules[f"mask{self.bank}"] = Memory(shape=tpb, depth=p.n_feat, init=[])
         x_rp, x_wp = x.read_port(), x.write_port()
         mask_rp, mask_wp = masks.read_port(domain="comb"), masks.write_port()
+        mask_xp = masks.read_port(domain="comb")          # the engine's CR_ACT, at its slot
         mac = m.submodules.mac = Mac(fmt)
         mask = mask_rp.data
 
@@ -173,17 +188,27 @@ class AxpyLane(wiring.Component):
                 t = i * p.lanes + self.bank
                 with m.If(hit[t // MASK_CHUNK]):
                     m.d.sync += gate[i].eq(self.gate_arg.bits[t % MASK_CHUNK])
-        live = mask & gate                         # the tokens an AXPY of ``feature`` multiplies
+        # the tokens an AXPY of ``feature`` multiplies (of the ones slot: every gated one)
+        live = (mask | self.ones.replicate(tpb)) & gate
         m.d.comb += [mask_rp.addr.eq(self.feature), self.x_data.eq(x_rp.data),
                      self.nonzero.eq(sum(live[i] for i in range(tpb)))]
 
-        # LOAD: the operand and its mask bit (read, modify, write in one cycle).
+        # LOAD, or the engine's CR_ACT: the operand and its mask bit (read, modify, write in
+        # one cycle). The dispatcher holds a LOAD while the engine is busy: never both.
         bit = Const(1, tpb) << self.load_index
+        x_bit = Const(1, tpb) << self.x_index
+        x_zero = fmt.is_zero(self.x_value)
         m.d.comb += [
-            x_wp.addr.eq(Cat(self.load_index, self.feature)), x_wp.data.eq(self.load_value),
-            x_wp.en.eq(self.load),
-            mask_wp.addr.eq(self.feature), mask_wp.en.eq(self.load),
-            mask_wp.data.eq(Mux(self.load_zero, mask & ~bit, mask | bit)),
+            mask_xp.addr.eq(self.x_slot),
+            x_wp.addr.eq(Mux(self.x_write, Cat(self.x_index, self.x_slot),
+                             Cat(self.load_index, self.feature))),
+            x_wp.data.eq(Mux(self.x_write, self.x_value, self.load_value)),
+            x_wp.en.eq(self.load | self.x_write),
+            mask_wp.addr.eq(Mux(self.x_write, self.x_slot, self.feature)),
+            mask_wp.en.eq(self.load | self.x_write),
+            mask_wp.data.eq(Mux(self.x_write,
+                                Mux(x_zero, mask_xp.data & ~x_bit, mask_xp.data | x_bit),
+                                Mux(self.load_zero, mask & ~bit, mask | bit))),
         ]
 
         # The walk: the lowest remaining nonzero token, one a cycle.
@@ -203,18 +228,19 @@ class AxpyLane(wiring.Component):
         # s1: X read returned; s2: the accumulator read, added to and written (the MAC's two
         # stages).
         s1_valid, s1_index, s2_index = Signal(), Signal(range(tpb)), Signal(range(tpb))
-        s1_weight = Signal(fmt.operand_shape)
+        s1_weight, s1_ones = Signal(fmt.operand_shape), Signal()
         m.d.sync += s1_valid.eq(0)
         with m.If(self.walk):
             m.d.sync += [s1_valid.eq(candidates != 0), s1_index.eq(index),
-                         remaining.eq(left), s1_weight.eq(self.weight)]
+                         remaining.eq(left), s1_weight.eq(self.weight), s1_ones.eq(self.ones)]
         m.d.comb += [
             x_rp.addr.eq(Mux(self.walk, Cat(index, self.feature), self.read_address)),
             x_rp.en.eq((self.walk & (candidates != 0)) | self.read),
         ]
         m.d.sync += s2_index.eq(s1_index)
         m.d.comb += [
-            mac.valid.eq(s1_valid), mac.a.eq(s1_weight), mac.b.eq(x_rp.data),
+            mac.valid.eq(s1_valid), mac.a.eq(s1_weight),
+            mac.b.eq(Mux(s1_ones, fmt.one, x_rp.data)),
             self.acc.read.eq(s1_valid), mac.acc.eq(self.acc.data),
             self.acc.write.eq(mac.s1_valid), self.acc.write_index.eq(s2_index),
             self.acc.write_data.eq(mac.sum),

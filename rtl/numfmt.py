@@ -158,6 +158,16 @@ class FixedPoint:
     def is_zero(self, value):
         return value == 0
 
+    @property
+    def one(self):
+        """1.0 as an operand (an ``int``): ``1 << frac_bits``, or the largest operand when
+        ``frac_bits`` leaves no integer bit (:data:`~rtl.isa.ONES_SLOT`'s value)."""
+        return min(1 << self.frac_bits, self.operand_max)
+
+    def relu(self, value):
+        """``max(value, 0)``: a negative operand becomes 0 (CR_ACT)."""
+        return Mux(value[-1], 0, value)
+
     def multiply(self, a, b, *, m=None):
         """The exact product, ``product_shape``. (``m``, the module, is the float format's: a
         fixed-point operation is one expression.)"""

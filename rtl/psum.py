@@ -68,33 +68,43 @@ class PsumEngine(wiring.Component):
     (saturating: from the north on the rows ``0 < row <= owner``, from the south on the
     rows ``owner <= row < rows - 1``, unless the job's ``quiet_n`` / ``quiet_s`` says none
     come) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner row,
-    requantises it into ``Y[slot][t]`` (or, for a ``CR_OUT``, sends it raw on ``out``).
+    hands it to a third stage, ``result``, which requantises it into ``Y[slot][t]`` (for a
+    ``CR_ACT``: its ReLU into ``X[slot][t]`` and its nonzero bit, through the lanes, in the
+    cycle ``out`` takes the same word), or, for a ``CR_OUT``, sends it raw on ``out``.
     ``ACC[t]`` is zero when the buffer comes round again without a clear from here
     (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless the
-    add waits (its data must hold in the read port). Where the sums go (the ``out`` color or a
-    neighbour's) is a register set with the job.
+    add waits (its data must hold in the read port; an add into ``result`` waits while a
+    CR_ACT's word there waits for ``out``, and so does an add that sends). Where the sums go
+    (the ``out`` color or a neighbour's) is a register set with the job.
 
-    Latency: 1 cycle from a job to the first read. Throughput: one token per cycle while its
-    inputs and the output are ready: ``g`` cycles an output of ``g`` gated tokens when the next
-    one is waiting (its first read overlaps the last add), ``g + 2`` from idle; an output whose
-    gate is empty takes one cycle (two from idle). The core checks a CR
-    before queueing it (a slot outside ``Y`` is an error there).
+    Latency: 1 cycle from a job to the first read; a result is written (or sent) the cycle
+    after its add. Throughput: one token per cycle while its inputs and the output are ready:
+    ``g`` cycles an output of ``g`` gated tokens when the next one is waiting (its first read
+    overlaps the last add), ``g + 2`` from idle; an output whose gate is empty takes one cycle
+    (two from idle). The core checks a CR before queueing it (a slot outside ``Y``, a
+    CR_ACT's outside ``X``, is an error there).
 
     Members
     -------
-    job : In(stream.Signature(engine_job_layout(rows, n_out, n_tok)))
+    job : In(stream.Signature(engine_job_layout(rows, n_out, n_feat, n_tok)))
         The next reduction and its gate (``ready``: it is taken this cycle).
     acc : Out(AccDrainSignature(params))
         To the retired accumulator buffer.
     psum_n, psum_s : In(stream.Signature(32))
         Psums from the north and the south neighbour, in token order.
     out : Out(stream.Signature(Wavelet))
-        Psums to the neighbour towards the owner row.
+        Psums to the neighbour towards the owner row; a CR_OUT's totals and a CR_ACT's
+        results on the ``out`` color.
     y_write, y_address, y_value : Out
         Write a requantised result into ``Y``, the cycle after its add.
+    x_write, x_bank, x_slot, x_index, x_value : Out
+        Write a CR_ACT's result into ``X[x_slot]`` of bank ``x_bank`` at ``x_index`` (and its
+        nonzero bit), in the cycle ``out`` takes it (``x_pending`` and ``out.ready``).
+    x_pending : Out(1)
+        A CR_ACT's result waits in the result stage for ``out``: ``X`` is not written yet.
     overflow : Out(1)
         A sum overflowed this cycle (saturated; in bf16, became ``±inf`` or NaN from a finite
-        value), or the requantisation written into ``Y`` now did.
+        value), or the requantisation in the result stage did.
     strap : In(core_strap_layout(rows, cols))
         Only with ``straps=True``: the core's colors, row and column (see :class:`~rtl.core.Core`).
     """
@@ -109,7 +119,7 @@ class PsumEngine(wiring.Component):
         super().__init__({
             **straps,
             "job":       In(stream.Signature(engine_job_layout(params.rows, params.n_out,
-                                                              params.n_tok))),
+                                                              params.n_feat, params.n_tok))),
             "acc":       Out(AccDrainSignature(params)),
             "psum_n":    In(stream.Signature(32)),
             "psum_s":    In(stream.Signature(32)),
@@ -117,6 +127,12 @@ class PsumEngine(wiring.Component):
             "y_write":   Out(1),
             "y_address": Out(range(params.n_out * params.n_tok)),
             "y_value":   Out(fmt.operand_shape),
+            "x_write":   Out(1),
+            "x_bank":    Out(range(params.lanes)),
+            "x_slot":    Out(range(params.n_feat)),
+            "x_index":   Out(range(params.tpb)),
+            "x_value":   Out(fmt.operand_shape),
+            "x_pending": Out(1),
             "overflow":  Out(1),
         })
 
@@ -132,6 +148,7 @@ class PsumEngine(wiring.Component):
         need_s = Signal()
         is_owner = Signal()
         raw = Signal()
+        act = Signal()
         color = Signal(COLOR_BITS)                   # where the sums go: out, south or north
         left = Signal(p.n_tok)                       # gated tokens of this output not yet read
         add_token = Signal(range(p.n_tok))           # token in the add stage
@@ -157,31 +174,27 @@ class PsumEngine(wiring.Component):
         m.d.comb += Cat(s1, over1).eq(Cat(*fmt.accumulate(acc.data, Mux(need_n, from_n, 0),
                                                           m=m)))
         s2, over2 = fmt.accumulate(s1, Mux(need_s, from_s, 0), m=m)
-        # The owner's sum is requantised into Y a cycle after its add (a register stage off the
-        # adders' path; a READ waits for the engine to be idle, which it is by then).
-        y_pending, y_sum = Signal(), Signal(fmt.acc_shape)
-        y_address = Signal.like(self.y_address)
-        result, over_q = fmt.requantise(y_sum, m=m)
         inputs_ready = (~need_n | self.psum_n.valid) & (~need_s | self.psum_s.valid)
         fire = Signal()
+        # the result stage: its word for ``out`` (a CR_ACT's) goes before the add stage's
+        result_free, result_word = self._result(m, fire & is_owner & ~raw, s2, add_token, slot,
+                                                act)
+        x_out = self.x_pending
 
         sent = data.View(Wavelet, self.out.payload)
         m.d.comb += [
-            sent.data.eq(s2.as_signed()),
-            sent.color.eq(color),
+            sent.data.eq(Mux(x_out, fmt.operand_word(result_word), s2.as_signed())),
+            sent.color.eq(Mux(x_out, colors.out, color)),
             sent.ctrl.eq(0),
-            self.y_write.eq(y_pending), self.y_value.eq(result), self.y_address.eq(y_address),
         ]
-        m.d.sync += y_pending.eq(0)
-        with m.If(y_pending & over_q):
-            m.d.comb += self.overflow.eq(1)
         start = job.valid & job.ready
 
         def take_next():
             """Latch the next output and its role (owner row, result slot)."""
             owner = job.payload.cr.owner
             m.d.sync += [
-                raw.eq(job.payload.cr.raw), slot.eq(job.payload.cr.slot),
+                raw.eq(job.payload.cr.raw), act.eq(job.payload.cr.act),
+                slot.eq(job.payload.cr.slot),
                 need_n.eq((row > 0) & (row <= owner) & ~job.payload.cr.quiet_n),
                 need_s.eq((row < p.rows - 1) & (row >= owner) & ~job.payload.cr.quiet_s),
                 is_owner.eq(owner == row),
@@ -189,6 +202,8 @@ class PsumEngine(wiring.Component):
                              Mux(row < owner, colors.psum_to_s, colors.psum_to_n))),
             ]
 
+        sends = add_valid & inputs_ready & (~is_owner | raw)
+        m.d.comb += self.out.valid.eq(x_out | sends)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += job.ready.eq(1)
@@ -199,8 +214,8 @@ class PsumEngine(wiring.Component):
             with m.State("RUN"):
                 m.d.comb += [
                     acc.busy.eq(1),
-                    self.out.valid.eq(add_valid & inputs_ready & (~is_owner | raw)),
-                    fire.eq(add_valid & inputs_ready & ((is_owner & ~raw) | self.out.ready)),
+                    fire.eq(add_valid & inputs_ready
+                            & Mux(is_owner & ~raw, result_free, ~x_out & self.out.ready)),
                 ]
                 with m.If(fire):
                     m.d.comb += [
@@ -209,9 +224,6 @@ class PsumEngine(wiring.Component):
                     ]
                     with m.If(over1 | over2):
                         m.d.comb += self.overflow.eq(1)
-                    with m.If(is_owner & ~raw):
-                        m.d.sync += [y_pending.eq(1), y_sum.eq(s2),
-                                     y_address.eq(Cat(add_token, slot))]
                 stage_free = ~add_valid | fire
                 read = (left != 0) & stage_free
                 last = (left == 0) & stage_free      # every token read, the last one added now
@@ -231,3 +243,33 @@ class PsumEngine(wiring.Component):
                     m.d.sync += add_valid.eq(0)
                     m.next = "IDLE"
         return m
+
+    def _result(self, m, load, total, token, slot, act):
+        """The owner's result stage, the cycle after the add (a register stage off the adders'
+        path): ``total`` requantised into ``Y``, or for a CR_ACT its ReLU into ``X`` as
+        ``out`` takes it. ``load``: the add stage hands it ``total`` (of ``token``, ``slot``,
+        ``act``) now. Returns whether the stage takes a word this cycle (it is empty, holds a
+        ``Y`` word, or ``out`` takes its CR_ACT word) and its ReLU'd word."""
+        p, fmt = self.params, self.params.fmt
+        log_tok, log_lanes = p.n_tok.bit_length() - 1, p.lanes.bit_length() - 1
+        pending, is_act, held = Signal(), Signal(), Signal(fmt.acc_shape)
+        at = Signal(log_tok + len(slot))             # token, then slot: Y's address
+        result, over = fmt.requantise(held, m=m)
+        word = Signal(fmt.operand_shape)
+        m.d.comb += word.eq(fmt.relu(result))
+        free = ~self.x_pending | self.out.ready
+        m.d.comb += [
+            self.y_write.eq(pending & ~is_act), self.y_value.eq(result),
+            self.y_address.eq(at),
+            self.x_pending.eq(pending & is_act), self.x_write.eq(self.x_pending & self.out.ready),
+            self.x_bank.eq(at[:log_lanes]), self.x_index.eq(at[log_lanes:log_tok]),
+            self.x_slot.eq(at[log_tok:]), self.x_value.eq(word),
+        ]
+        with m.If(pending & over):
+            m.d.comb += self.overflow.eq(1)
+        with m.If(free):
+            m.d.sync += pending.eq(0)
+        with m.If(load):
+            m.d.sync += [pending.eq(1), held.eq(total), is_act.eq(act),
+                         at.eq(Cat(token[:log_tok], slot))]
+        return free, word

@@ -5,7 +5,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from wse.fabric import pe_model
+from wse.fabric import numerics, pe_model
 from wse.rtl import isa
 from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreParams
 from wse.rtl.wavelet import ControlOp, pack
@@ -575,3 +575,245 @@ def test_an_engine_visits_only_the_gated_tokens_and_an_empty_gate_costs_a_cycle(
     assert full > three > one > none
     print(f"engine: 4 outputs of 16 tokens gated to 16, 3, 1, 0: {full}, {three}, {one}, "
           f"{none} cycles")
+
+
+# Activations (CR_ACT) and the ones slot ----------------------------------------------------------
+
+def _operands(params, rng, shape, zeros=0.3):
+    """Random operands of ``params.fmt``, about ``zeros`` of them zero (in bf16 a few ``-0``,
+    0x8000, among them: a zero too)."""
+    if params.fmt.is_float:
+        values = numerics.encode(params.fmt, rng.normal(0, 1.5, shape))[0]
+        values[rng.random(shape) < zeros] = 0
+        values[rng.random(shape) < 0.05] = 0x8000
+    else:
+        values = rng.integers(-300, 300, shape)
+        values[rng.random(shape) < zeros] = 0
+    return values
+
+
+def _psums_of(params, cmds, rng):
+    """Random psums of ``params.fmt`` from the north and the south, as many as ``cmds`` take
+    (the counts do not depend on the values: the gates decide them)."""
+    if not params.fmt.is_float:
+        return _psums_taken(params, cmds, rng)
+    counts = [len(side) for side in _psums_taken(params, cmds, rng)]
+    return tuple([int(v) for v in numerics.from_float32(rng.normal(0, 40, n))] for n in counts)
+
+
+def _act_stream(params, rng, outputs=20):
+    """Outputs of zero to three AXPYs (on any slot of ``X``, the ones slot now and then, a bad
+    slot rarely), MASKs and TOKENS now and then, each closed by a CR, CR_OUT or (half of them)
+    CR_ACT with random ``quiet_n`` / ``quiet_s``, ``skip`` where the row had no AXPY since the
+    last carriage return, and now and then one of this row's with a slot outside ``X`` (a
+    CR_ACT's) or ``Y`` (a CR's), dropped. CR_ACTs write slots the AXPYs behind them read, often
+    while the engine is still at work; READs of ``X`` and LOADs right behind some of them."""
+    rows, row, n_feat, n_tok = params.rows, params.row, params.n_feat, params.n_tok
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, _operands(params, rng,
+                                                                        (n_feat, n_tok)))]
+    axpys, chunks = 0, -(-n_tok // 16)
+    for _ in range(outputs):
+        if rng.random() < 0.1:
+            cmds.append(pe_model.tokens(params, int(rng.integers(1, n_tok + 1))))
+        if rng.random() < 0.2:
+            bits = int(rng.integers(0, 1 << 16)) | int(rng.choice([0, 0xFFFF]))
+            cmds.append(pe_model.mask(params, int(rng.integers(0, chunks)), bits))
+        for _ in range(int(rng.integers(0, 4))):
+            slot = isa.ONES_SLOT if rng.random() < 0.15 else int(rng.integers(0, n_feat))
+            value = int(_operands(params, rng, 1, zeros=0.1)[0])
+            cmds.append(pe_model.weight(params, value, slot))
+            axpys += 1
+        if rng.random() < 0.04:           # a bad slot: not X, not the ones slot
+            cmds.append(pe_model.weight(params, 1, int(rng.choice([n_feat, 0xFFFE]))))
+        kind = rng.choice(["cr", "raw", "act", "act"])
+        limit = {"cr": params.n_out, "raw": params.n_out, "act": n_feat}[kind]
+        o = int(rng.integers(0, limit * rows))
+        if rng.random() < 0.06 and kind != "raw":      # this row's, outside X or Y: dropped
+            o = limit * rows + row
+        skip = axpys == 0 and rng.random() < 0.5 and not (kind == "raw" and o % rows == row)
+        quiet_n, quiet_s = (bool(v) for v in rng.random(2) < 0.3)
+        cmds.append(pe_model.cr(params, o, raw=kind == "raw", act=kind == "act",
+                                quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
+        axpys = 0
+        roll = rng.random()
+        if roll < 0.15:
+            cmds.append(pe_model.read(params, int(rng.integers(0, n_feat)) * n_tok, 2 * n_tok))
+        elif roll < 0.25:               # a LOAD right behind: it waits for the engine
+            cmds += [pe_model.addr(params, int(rng.integers(0, n_feat * n_tok))),
+                     *pe_model.load(params, _operands(params, rng, int(rng.integers(1, 4))))]
+    return cmds + [pe_model.read(params, 0, n_feat * n_tok),
+                   pe_model.read(params, Y_BASE, params.n_out * n_tok)]
+
+
+def _act_words(params, cmds, psums):
+    """How many ``out`` words CR_ACTs send in ``cmds`` and how many AXPYs read a slot a
+    CR_ACT of this row wrote (the golden model, command by command)."""
+    model = pe_model.CoreModel(params)
+    model.run([], *psums)
+    acts = reads = 0
+    written = set()
+    for word in cmds:
+        before = len(model.run([word]).get(params.colors.out, []))
+        fields = isa.WAVELET.unpack(word)
+        data = int(fields["data"])
+        if fields["ctrl"] and isa.CONTROL.unpack(data)["op"] == ControlOp.CR_ACT.value:
+            acts += before
+            o = int(isa.CR_ARG.unpack(isa.CONTROL.unpack(data)["arg"])["o"])
+            if before:
+                written.add(o // params.rows)
+        elif not fields["ctrl"] and fields["color"] == params.colors.weight:
+            reads += int(isa.WEIGHT.unpack(data)["slot"]) in written
+    return acts, reads
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_streams_with_activation_carriage_returns(seed):
+    """CR_ACTs among CRs and CR_OUTs (:func:`_act_stream`) on each row of three, int16: the
+    owner's ReLU'd results go out and into ``X`` and its masks, and the AXPYs, READs and LOADs
+    behind them see them; random output pacing, 2 to 4 buffers, straps and held copies by
+    seed."""
+    rng = np.random.default_rng(1300 + seed)
+    row = seed % 3
+    n_tok, lanes = [(4, 1), (8, 2), (4, 4), (16, 2)][seed % 4]
+    params = CoreParams(n_feat=4, n_tok=n_tok, n_out=3, rows=3, row=row, lanes=lanes)
+    cmds = _act_stream(params, rng)
+    psums = _psums_of(params, cmds, rng)
+    acts, reads = _act_words(params, cmds, psums)
+    assert row != 0 or acts and reads               # row 0 owns some outputs
+    pace = rng.random(4000) < 0.7
+    counters, cycles = compare(params, cmds, *psums,
+                               ready=lambda cycle: bool(pace[cycle % len(pace)]),
+                               core_kwargs={"acc_buffers": int(rng.integers(2, 5)),
+                                            "straps": seed % 2 == 1,
+                                            "held_copies": 1 + seed // 2 % 2})
+    print(f"CR_ACT stream, row {row} of 3, {n_tok} tokens in {lanes} lanes: {acts} results "
+          f"written and sent, {reads} AXPYs of written slots, {cycles} cycles, "
+          f"{counters['stall_cycles']} stalls")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_streams_with_activation_carriage_returns_in_bf16(seed):
+    """The same streams in bf16: the ReLU clears every pattern whose sign bit is set, ``-0``
+    included, and a zero result's mask bit is clear."""
+    from wse.rtl.numfmt import BFloat16
+
+    rng = np.random.default_rng(1400 + seed)
+    n_tok, lanes = [(4, 2), (8, 1), (4, 4)][seed]
+    params = CoreParams(n_feat=4, n_tok=n_tok, n_out=3, rows=3 if seed else 1, row=0,
+                        lanes=lanes, fmt=BFloat16())
+    cmds = _act_stream(params, rng, outputs=16)
+    psums = _psums_of(params, cmds, rng)
+    acts, reads = _act_words(params, cmds, psums)
+    assert acts and reads
+    pace = rng.random(4000) < 0.7
+    compare(params, cmds, *psums, ready=lambda cycle: bool(pace[cycle % len(pace)]),
+            core_kwargs={"straps": seed == 1})
+
+
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_cr_act_writes_the_relu_of_its_result_into_x_and_sends_it(fmt):
+    """A CR_ACT of output 1 (this row's slot 1) under a MASK of five tokens: those tokens of
+    ``X[1]`` become ``relu(x0)`` (the weight is one) with their mask bits, the other three
+    keep their words and bits; the AXPY right behind (weight one, slot 1) reads them while the
+    engine is still at work, and a READ of ``X[1]`` shows them. By hand and against the golden
+    model, with the output held back every other cycle."""
+    from wse.rtl.numfmt import number_format
+
+    params = CoreParams(n_feat=2, n_tok=8, n_out=2, lanes=2, fmt=number_format(fmt))
+    one = numerics.one(params.fmt)
+    x0 = [300, -20, 0, 7, -1, 512, 5, -300]
+    x1 = [1, 2, 3, 0, -5, 6, 7, 8]
+    if params.fmt.is_float:
+        x0, x1 = (list(numerics.encode(params.fmt, np.array(v) / 64)[0]) for v in (x0, x1))
+    gate = 0b01110101                                          # tokens 0, 2, 4, 5, 6
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [x0, x1]),
+            pe_model.mask(params, 0, gate), pe_model.weight(params, one, 0),
+            pe_model.cr(params, 1, act=True),
+            pe_model.weight(params, one, 1), pe_model.cr(params, 0),
+            pe_model.read(params, 8, 8), pe_model.read(params, Y_BASE, 8)]
+    relu = numerics.relu(params.fmt, x0)
+    want_x1 = [int(relu[t]) if gate >> t & 1 else x1[t] for t in range(8)]
+    model = pe_model.CoreModel(params)
+    out = model.run(cmds)[params.colors.out]
+    assert out[:5] == [int(relu[t]) for t in range(8) if gate >> t & 1]
+    assert out[5:13] == [w & 0xFFFFFFFF if not params.fmt.is_float else w for w in want_x1]
+    assert list(model.x[1]) == want_x1
+    assert list(model.mask[1]) == [not numerics.is_zero(params.fmt, w) for w in want_x1]
+    assert list(model.y[0]) == want_x1           # one times X[1], every token (a new gate)
+    for ready in (lambda cycle: True, lambda cycle: cycle % 2 == 0):
+        _, cycles = compare(params, cmds, ready=ready)
+    print(f"{fmt}: a CR_ACT of 5 gated tokens, then an AXPY of its slot: {cycles} cycles in all")
+
+
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_an_axpy_of_the_ones_slot_adds_its_weight_to_every_gated_token(fmt):
+    """A bias: an AXPY of :data:`~rtl.isa.ONES_SLOT` multiplies the format's one in every
+    token, zero activations or not, and costs the busiest bank's gated tokens (all of them, 4
+    a bank, then 3 under a MASK); with a zero weight one cycle. So ``Y = b`` on the gated tokens
+    (``b`` a weight times one, requantised: ``b`` itself), and a slot past ``X`` that is not
+    the ones slot (``n_feat``, 0xFFFE) is an error. By hand and against the golden model."""
+    from wse.rtl.numfmt import number_format
+
+    params = CoreParams(n_feat=2, n_tok=8, n_out=3, lanes=2, fmt=number_format(fmt))
+    b = [77, -300] if fmt == "int16" else list(numerics.encode(params.fmt, [1.25, -3.5])[0])
+    ones = partial(pe_model.weight, params, slot=isa.ONES_SLOT)
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, np.zeros((2, 8), dtype=int)),
+            ones(b[0]), pe_model.cr(params, 0),
+            pe_model.mask(params, 0, 0b00010111), ones(b[1]), ones(0), pe_model.cr(params, 1),
+            pe_model.weight(params, 5, 2), pe_model.weight(params, 5, 0xFFFE),
+            pe_model.read(params, Y_BASE, 16)]
+    model = pe_model.CoreModel(params)
+    model.run(cmds)
+    assert list(model.y[0]) == [b[0]] * 8
+    assert list(model.y[1]) == [b[1] if 0b00010111 >> t & 1 else 0 for t in range(8)]
+    want = model.counters
+    assert want["macs_issued"] == 8 + 4 and want["errors"] == 2
+    assert want["busy_cycles"] == 1 + 16 + 4 + 1 + 3 + 1 + 2 + 1 + 2 * 16
+    counters, cycles = compare(params, cmds)
+    print(f"{fmt}: the ones slot: a bias of 8 tokens in 2 lanes costs 4 busy cycles, "
+          f"{cycles} cycles in all")
+
+
+def test_a_load_behind_a_cr_act_waits_for_the_engine_and_lands():
+    """The output is held back for 150 cycles, so the CR_ACT's words wait in the engine; the
+    LOADs right behind it, into the very words the CR_ACT writes and the next, wait (stall
+    cycles, not busy ones) until the engine has written them, then land: the READ sees the
+    LOADs' values, not the results. Then the same with an AXPY of that slot behind the
+    LOADs."""
+    params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=2)
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[3, -4, 5, 6], [0, 0, 0, 0]]),
+            pe_model.weight(params, 256, 0), pe_model.cr(params, 1, act=True),
+            pe_model.addr(params, 4), *pe_model.load(params, [-7, 0, 9]),
+            pe_model.weight(params, 256, 1), pe_model.cr(params, 0),
+            pe_model.read(params, 0, 8), pe_model.read(params, Y_BASE, 4)]
+    model = pe_model.CoreModel(params)
+    out = model.run(cmds)[params.colors.out]
+    assert out[:4] == [3, 0, 5, 6]                         # the CR_ACT's words
+    assert list(model.x[1]) == [-7, 0, 9, 6] and list(model.y[0]) == [-7, 0, 9, 6]
+    counters, cycles = compare(params, cmds, ready=lambda cycle: cycle > 150)
+    assert counters["stall_cycles"] > 100
+    print(f"a LOAD behind a CR_ACT whose words wait 150 cycles for the output: "
+          f"{counters['stall_cycles']} stall cycles, {cycles} cycles in all")
+
+
+@pytest.mark.parametrize("rows, row", [(1, 0), (3, 1)])
+def test_carriage_return_errors_by_kind_and_row(rows, row):
+    """This row's CR_ACT of a slot past ``X`` (``n_feat`` 2, ``n_out`` 4: slot 2) is dropped
+    where a CR of it is not, a CR of slot 4 is dropped where a CR_ACT of slot 1 is not; on
+    another row a CR_ACT of any slot is a CR (its psums go on)."""
+    params = CoreParams(n_feat=2, n_tok=4, n_out=4, rows=rows, row=row)
+
+    def mine(k):
+        return k * rows + row
+
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[1, 2, 3, 4], [5, 6, 7, 8]]),
+            pe_model.weight(params, 256, 0), pe_model.cr(params, mine(2), act=True),
+            pe_model.weight(params, 256, 1), pe_model.cr(params, mine(2)),
+            pe_model.cr(params, mine(4)), pe_model.cr(params, mine(1), act=True),
+            pe_model.read(params, Y_BASE, 16), pe_model.read(params, 0, 8)]
+    psums = ()
+    if rows == 3:      # and another row's CR_ACT of slot 3: a CR here
+        cmds[-2:-2] = [pe_model.weight(params, 512, 1), pe_model.cr(params, 9, act=True)]
+        psums = (list(range(1, 9)), list(range(20, 28)) + [-5, 6, -7, 8])
+    counters, _ = compare(params, cmds, *psums)
+    assert counters["errors"] == 2
