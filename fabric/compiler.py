@@ -29,7 +29,7 @@ SPANS_ABOVE = 0.25
 
 def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
                  balance=True, raw=False, zeros=False, mask=None, spans=None, act=False,
-                 bias=None, load=True):
+                 bias=None, load=True, keep=None):
     """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
 
     Parameters
@@ -60,6 +60,12 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         slots of the same row) and send them out during the compute phase: the layer's output
         stays on the mesh as the next layer's input (``docs/mesh.md``, "Resident layers").
         Its owners need distinct reply colors, as ``raw``'s do.
+    keep : (n_out, tokens) bools, optional
+        ``CR_DELTA``: as ``act`` without the ReLU, each result kept where the word of ``X`` it
+        replaces is nonzero and 0 where it is zero (the delta pass writing over a layer's
+        activations: the ReLU's derivative). ``keep`` says where the cores' ``X`` holds a
+        nonzero at the outputs' slots; the hardware reads its own memory, the reference and
+        the golden model's fast path read ``keep``.
     bias : (n_out,) operands, optional
         Added to each output's total before it is requantised: a weight on the ones slot
         (:data:`~rtl.isa.ONES_SLOT`) streamed into the owner row after its weights (not
@@ -97,14 +103,15 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
                                 n_tokens=n_tokens, in_placement=in_placement,
                                 out_placement=out_placement, balance=balance, raw=raw,
                                 zeros=zeros, mask=mask, spans=spans, act=act, bias=bias,
-                                load=load)
+                                load=load, keep=keep)
     W = operands(config.fmt, W, "W")
     if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "
                          f"{W.shape}")
     return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
                     in_placement=in_placement, out_placement=out_placement, balance=balance,
-                    raw=raw, zeros=zeros, mask=mask, spans=spans, act=act, bias=bias, load=load)
+                    raw=raw, zeros=zeros, mask=mask, spans=spans, act=act, bias=bias, load=load,
+                    keep=keep)
 
 
 def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
@@ -125,12 +132,13 @@ def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
 
 def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
              balance=True, raw=False, zeros=False, mask=None, spans=None, act=False, bias=None,
-             load=True):
+             load=True, keep=None):
     """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
     fmt = config.fmt
     n_out, n_in = weights.shape
-    if raw and act:
-        raise ValueError("results are raw (CR_OUT) or act (CR_ACT), not both")
+    if raw + bool(act) + (keep is not None) > 1:
+        raise ValueError("results are at most one of raw (CR_OUT), act (CR_ACT) and keep "
+                         "(CR_DELTA)")
     if bias is not None:
         if mask is not None:
             raise ValueError("a masked GEMM takes no bias")
@@ -161,22 +169,25 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     _check_placement("in_placement", in_placement, config.rows, n_in, "inputs")
     if mask is not None:
         mask = _checked_mask(config, mask, n_out, tokens)
+    if keep is not None:
+        keep = _checked_mask(config, keep, n_out, tokens, "keep")
+    writes = act or keep is not None        # results written into X
     has = has_weights(config.rows, n_out, weights, in_placement.row_of, zeros=zeros,
                       streamed=None if mask is None else mask.any(axis=1))
     spans = bool(1 - has.mean() >= SPANS_ABOVE) if spans is None else bool(spans)
-    streamed = raw or act       # results leave while the compute phase runs
+    streamed = raw or writes        # results leave while the compute phase runs
     if out_placement is None:
         # owners of results that leave during the compute phase need distinct reply colors
         among = config.plan.raw_rows() if streamed and config.plan.raw_rows() != list(
             range(config.rows)) else None
-        limit = None if raw else config.n_feat if act else config.n_out
+        limit = None if raw else config.n_feat if writes else config.n_out
         if spans:
             out_placement = Placement.spanning(has, config.rows, among=among, limit=limit)
         else:
             out_placement = Placement.modulo(n_out, config.rows, among=among)
     _check_placement("out_placement", out_placement, config.rows, n_out, "outputs")
     in_placement.check_fits(config.n_feat, "input features", name="n_feat")
-    if act:
+    if writes:
         out_placement.check_fits(config.n_feat, "output features written into X",
                                  name="n_feat")
         _check_apart(config, in_placement, out_placement)
@@ -193,7 +204,7 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
                          "reference and the figures")
     return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
                        bool(zeros), W=W, mask=mask, spans=spans, act=bool(act), bias=bias,
-                       load=bool(load))
+                       load=bool(load), keep=keep)
 
 
 def _check_apart(config, in_placement, out_placement):
@@ -213,17 +224,19 @@ def _check_placement(name, placement, rows, n, what):
     placement.check_shape(name, rows, n, what)
 
 
-def _checked_mask(config, mask, n_out, tokens):
+def _checked_mask(config, mask, n_out, tokens, name="mask"):
     """``mask`` as an ``(n_out, tokens)`` bool array; ``ValueError`` naming the problem (the
     shape, a value that is not 0/1, cores with more tokens than MASKs can gate)."""
     a = np.asarray(mask)
     if a.shape != (n_out, tokens):
-        raise ValueError(f"mask must have shape (n_out, tokens) = ({n_out}, {tokens}), not "
+        raise ValueError(f"{name} must have shape (n_out, tokens) = ({n_out}, {tokens}), not "
                          f"{a.shape}")
     if a.dtype != bool:
         if not np.issubdtype(a.dtype, np.integer) or ((a != 0) & (a != 1)).any():
-            raise ValueError("mask must hold booleans (or 0 and 1)")
+            raise ValueError(f"{name} must hold booleans (or 0 and 1)")
         a = a != 0
+    if name != "mask":
+        return a
     # a MASK's col field names every column a mesh can have (fabric.routes.MAX_COLS)
     chunks = -(-config.n_tok // isa.MASK_CHUNK)
     if chunks > isa.MASK_MAX_CHUNKS:

@@ -2,6 +2,7 @@
 imply."""
 
 import dataclasses
+import itertools
 import math
 import re
 from dataclasses import dataclass, field, fields
@@ -156,14 +157,15 @@ def gemm_config(mesh, out_features, in_features, tokens, *, raw=False, **overrid
 class TrainSizing:
     """What :func:`train_config` chose: the ``config``; for each layer that its cores cannot
     hold whole, why (``blocked``: layer name -> a sentence), empty when every layer's forward
-    and delta pass runs as one GEMM; and where the forward pass's activations stay
-    (``resident``: for each layer, the first slot of the cores' ``X`` its inputs occupy, the
-    two regions alternating so a layer reads one while it writes the next layer's into the
-    other; empty, with ``why_not`` saying why, when they cannot stay and every layer loads its
-    input and reads its output back: ``docs/mesh.md``, "Resident layers")."""
+    and delta pass runs as one GEMM; and where the activations stay in the cores' ``X``
+    (``layout``: ``inputs``, for each layer the first slot its inputs occupy, two regions
+    alternating so a layer reads one while it writes the next layer's into the other;
+    ``deltas``, the first slot of the loss's deltas; ``gradient``, of the weight-gradient
+    pass's features. Empty, with ``why_not`` saying why, when they cannot stay and every layer
+    loads its input and reads its output back: ``docs/mesh.md``, "Resident layers")."""
     config: MeshConfig
     blocked: dict
-    resident: tuple = ()
+    layout: dict = field(default_factory=dict)
     why_not: str = ""
 
 
@@ -175,10 +177,15 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     and outputs are the delta pass's outputs and inputs) and of the shard (the weight-gradient
     pass's features are the tokens), ``n_tok`` the next power of two of a column's share of
     the widest layer's inputs (the weight-gradient pass's tokens: one block, so its deltas
-    stream once) and of the shard. Where the cores' memory cannot hold that much (``n_feat *
-    n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``, ``docs/pe.md``), ``n_feat`` and ``n_out``
-    are cut to what fits and the layers wider than that run in blocks
-    (:mod:`fabric.tiling`): :class:`TrainSizing` says which.
+    stream once) and of the shard. ``X`` holds the activations of every layer at once, in two
+    regions (layer ``j``'s inputs in region ``j % 2``), then the loss's deltas and the
+    weight-gradient pass's features (:attr:`TrainSizing.layout`); where that takes more than
+    the cores' memory holds at those tokens, the weight-gradient pass's tokens are halved
+    until it fits (that pass then runs in blocks). Where the cores' memory cannot hold that
+    much (``n_feat * n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``, ``docs/pe.md``),
+    ``n_feat`` and ``n_out`` are cut to what fits, the activations go through the edges
+    between layers, and the layers wider than that run in blocks (:mod:`fabric.tiling`):
+    :class:`TrainSizing` says which.
 
     ``ValueError`` naming the limit and the numbers, before anything runs, when a layer cannot
     run even in blocks: the shard's tokens do not fit a column (4096 tokens a core), or a layer
@@ -201,15 +208,17 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     widest = math.ceil(max(*widths, shard) / rows)    # the gradient pass's features: tokens
     # the gradient pass's tokens are a layer's inputs: all of them in one block where the
     # memory allows (the other passes run on their real tokens alone: TOKENS)
+    # the activations stay in X: layer j's inputs in region j % 2, then the loss's deltas and
+    # the gradient pass's features (the shard's tokens)
+    slots = [math.ceil(w / rows) for w in widths[:-1]]
+    regions = (max(slots[0::2]), max(slots[1::2], default=0), math.ceil(widths[-1] / rows),
+               math.ceil(shard / rows))
     n_tok_grad = _pow2(math.ceil(max(widths[:-1]) / cols))
     while n_tok_grad > n_tok and (min(widest, _MAX_DIM) * n_tok_grad > _Y_WORDS
-                                  or n_tok_grad > _MAX_DIM):
+                                  or n_tok_grad > _MAX_DIM
+                                  or sum(regions) * n_tok_grad > _X_WORDS):
         n_tok_grad //= 2
     n_tok = max(n_tok, n_tok_grad)
-    # the forward pass's activations stay in X: layer j's inputs in region j % 2, both regions
-    # in every core at once
-    slots = [math.ceil(w / rows) for w in widths[:-1]]
-    regions = (max(slots[0::2]), max(slots[1::2], default=0))
     n_feat = min(max(base.n_feat, widest, sum(regions)), _MAX_DIM, _X_WORDS // n_tok)
     n_out = min(max(base.n_out, widest), _MAX_DIM, _Y_WORDS // n_tok)
     blocked = {}
@@ -224,15 +233,18 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     config = dataclasses.replace(base, n_feat=n_feat, n_out=n_out, n_tok=n_tok)
     why_not = ""
     if sum(regions) > n_feat:
-        why_not = (f"the activations of every layer need {sum(regions)} slots a core "
-                   f"({regions[0]} + {regions[1]}), its X holds {n_feat} of {n_tok} tokens")
+        why_not = (f"the activations of every layer, the loss's deltas and the gradient "
+                   f"pass's features need {sum(regions)} slots a core "
+                   f"({' + '.join(map(str, regions))}), its X holds {n_feat} of {n_tok} tokens")
     elif blocked:
         why_not = "a layer runs in blocks"
     elif config.plan.raw_rows() != list(range(rows)):
         why_not = (f"the {rows} rows share {config.plan.reply_colors} reply colors, and a "
                    f"resident layer's owners all send their activations at once")
-    resident = () if why_not else tuple(regions[0] * (j % 2) for j in range(len(slots)))
-    return TrainSizing(config, blocked, resident, why_not)
+    first = [0, *itertools.accumulate(regions)]
+    layout = {} if why_not else {"inputs": [first[j % 2] for j in range(len(slots))],
+                                 "deltas": first[2], "gradient": first[3]}
+    return TrainSizing(config, blocked, layout, why_not)
 
 
 def _pow2(n):

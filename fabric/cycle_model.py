@@ -274,11 +274,9 @@ def predict_load_cycles(program, X=None):
     load_streams`): every row's stream enters its intake a word a cycle, so the exchange ends
     ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after the longest one (for each column ``SELECT``
     and ``TOKENS``, and where the core holds features ``ADDR`` and a ``LOAD`` per active word
-    of its block) has entered."""
+    of its block; a resident program's, ``SELECT`` and ``TOKENS`` alone) has entered."""
     cfg = program.config
-    if not program.load:        # a resident layer: its cores hold X
-        return 0
-    slots = program.in_placement.slots_per_row()[:, None]
+    slots = program.load_slots()[1][:, None] if program.load else np.zeros((cfg.rows, 1), int)
     active = program.active_tokens()[None, :]
     words = (2 + np.where(slots > 0, 1 + slots * active, 0)).sum(axis=1)
     longest = int(words.max()) if words.size else 0

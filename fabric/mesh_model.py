@@ -34,7 +34,9 @@ from .program import GemmProgram
 
 __all__ = ["MeshModel"]
 
-_CR_OPS = (ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value)
+_CR_OPS = (ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value,
+           ControlOp.CR_DELTA.value)
+_X_WRITES = (ControlOp.CR_ACT.value, ControlOp.CR_DELTA.value)
 _GATE_OPS = (ControlOp.MASK.value, ControlOp.TOKENS.value)
 
 
@@ -192,7 +194,8 @@ class MeshModel:
         o = arg["o"]
         owner, slot = o % cfg.rows, o // cfg.rows
         dropped = (owner == row) & (((slot >= cfg.n_out) & (op[at] == ControlOp.CR.value))
-                                    | ((slot >= cfg.n_feat) & (op[at] == ControlOp.CR_ACT.value)))
+                                    | ((slot >= cfg.n_feat)
+                                       & np.isin(op[at], _X_WRITES)))
         idle = dropped | (arg["skip"] == 1)
         need_n = (0 < row) & (row <= owner) & ~idle & (arg["quiet_n"] == 0)
         need_s = (owner <= row) & (row < cfg.rows - 1) & ~idle & (arg["quiet_s"] == 0)

@@ -57,18 +57,22 @@ def weight(params: CoreParams, value: int, slot: int) -> int:
 
 
 def cr(params: CoreParams, o: int, *, raw: bool = False, act: bool = False,
-       quiet_n: bool = False, quiet_s: bool = False, skip: bool = False) -> int:
+       delta: bool = False, quiet_n: bool = False, quiet_s: bool = False,
+       skip: bool = False) -> int:
     """CR on ``weight``: output feature ``o`` (25 bits, ``0 .. isa.MAX_O``) is complete. With
     ``raw`` a ``CR_OUT``: the owner row sends the 32-bit totals on ``out`` instead of
     requantising them into ``Y``. With ``act`` a ``CR_ACT``: the owner row writes the ReLU of
-    the requantised result into ``X[o // rows]`` and sends it on ``out``. ``quiet_n`` /
+    the requantised result into ``X[o // rows]`` and sends it on ``out``; with ``delta`` a
+    ``CR_DELTA``: the same without the ReLU, and ``0`` where ``X`` held a zero (the ReLU's
+    derivative, in the delta pass). ``quiet_n`` /
     ``quiet_s``: the core's engine takes no psum from the north / south for this output;
     ``skip``: the core hands no buffer over (nothing sent, ``Y`` untouched; its accumulators
     carry into the next output), only its gate is reset (:class:`~rtl.isa.CrArg`)."""
     o = integer("o", o, 0, isa.MAX_O)
-    if raw and act:
-        raise ValueError("a carriage return is raw (CR_OUT) or act (CR_ACT), not both")
-    return _wavelet(int(isa.cr_data(o, raw=raw, act=act, quiet_n=bool(quiet_n),
+    if raw + act + delta > 1:
+        raise ValueError("a carriage return is at most one of raw (CR_OUT), act (CR_ACT) and "
+                         "delta (CR_DELTA)")
+    return _wavelet(int(isa.cr_data(o, raw=raw, act=act, delta=delta, quiet_n=bool(quiet_n),
                                     quiet_s=bool(quiet_s), skip=bool(skip))),
                     params.colors.weight, 1)
 

@@ -37,6 +37,9 @@ Timing model (the choices the RTL comparison must respect):
 - A CR_ACT is a CR whose owner row writes ``relu(requantise(s))`` into ``X[o // rows]`` for the
   gated tokens (their nonzero bits follow; the other tokens' words stay) and sends those words
   on ``out`` as a READ of them would; its slot must be below ``n_feat`` (not ``n_out``).
+- A CR_DELTA is a CR_ACT without the ReLU whose owner writes ``requantise(s)`` where the word of
+  ``X`` it replaces was nonzero and ``0`` where it was zero (the ReLU's derivative: the delta
+  pass writes over the layer's activations).
 - An AXPY of :data:`~rtl.isa.ONES_SLOT` multiplies the format's one
   (:func:`~fabric.numerics.one`) in every token, nonzero: a bias.
 
@@ -73,7 +76,8 @@ __all__ = [
 _WORD = (1 << 32) - 1
 _ADDRESSES = 1 << isa.ADDR_ARG.fields["addr"][1]        # the load pointer and READs wrap here
 _MASK_COL = isa.MASK_ARG.fields["col"][0]       # where a MASK's col starts in its arg
-_CR_OPS = {ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value}
+_CR_OPS = {ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value,
+           ControlOp.CR_DELTA.value}
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
                ControlOp.TEARDOWN.value}
 
@@ -255,6 +259,7 @@ class CoreModel:
             elif op in _CR_OPS:
                 if self._cr(f["o"], raw=op == ControlOp.CR_OUT.value,
                             act=op == ControlOp.CR_ACT.value,
+                            delta=op == ControlOp.CR_DELTA.value,
                             quiet_n=f["cr_quiet_n"], quiet_s=f["cr_quiet_s"],
                             skip=f["cr_skip"]):
                     cost = 0      # rides on the AXPY before it, or waits (stall, not busy)
@@ -341,13 +346,13 @@ class CoreModel:
         return snapshot[COUNTERS[k]] & _WORD if k < len(COUNTERS) else None
 
     def _cr(self, o: int, raw: bool = False, quiet_n: bool = False, quiet_s: bool = False,
-            skip: bool = False, act: bool = False) -> bool:
+            skip: bool = False, act: bool = False, delta: bool = False) -> bool:
         """Hand the accumulators over (with ``skip`` not: only the gate is reset, and the
         accumulators carry into the next output); ``False`` if the CR was dropped as an
         error."""
         p, c = self.params, self.params.colors
         owner, slot = o % p.rows, o // p.rows
-        if p.row == owner and not raw and slot >= (p.n_feat if act else p.n_out):
+        if p.row == owner and not raw and slot >= (p.n_feat if act or delta else p.n_out):
             self._fail()
             return False
         if skip:
@@ -370,10 +375,14 @@ class CoreModel:
         if p.row == owner and raw:
             for v in s.tolist():
                 self._send(c.out, v & _WORD)
-        elif p.row == owner and act:
+        elif p.row == owner and (act or delta):
             result, overflow = numerics.requantise(p.fmt, s)
             self._overflow(overflow.any())
-            self.x[slot, walk] = numerics.relu(p.fmt, result)
+            if act:
+                self.x[slot, walk] = numerics.relu(p.fmt, result)
+            else:           # kept where X was nonzero: the ReLU's derivative
+                kept = ~numerics.is_zero(p.fmt, self.x[slot, walk])
+                self.x[slot, walk] = np.where(kept, result, 0)
             for v in self.x[slot, walk].tolist():
                 self._send(c.out, v & _WORD)
         elif p.row == owner:

@@ -66,6 +66,8 @@ class GemmProgram:
     bias : (n_out,) int64 or None, added to each output's total (a weight on the ones slot in
         the owner row's stream, after its weights; none where 0).
     load : bool, whether :meth:`load_streams` loads ``X`` (``False``: the cores hold it).
+    keep : (n_out, tokens) bool or None: a ``CR_DELTA`` program, each result written into
+        ``X`` where ``keep`` (the cores' ``X`` is nonzero there), 0 elsewhere, and sent out.
     zeros : bool, zero weights are streamed too.
     spans : bool, each row's carriage returns say which psums it skips (:meth:`cr_flags`).
     mask : (n_out, tokens) bool or None: a masked GEMM computes ``Y[o, t]`` only where
@@ -78,7 +80,7 @@ class GemmProgram:
     """
 
     def __init__(self, config, weights, X, tokens, in_placement, out_placement, raw, zeros,
-                 W=None, mask=None, spans=True, act=False, bias=None, load=True):
+                 W=None, mask=None, spans=True, act=False, bias=None, load=True, keep=None):
         self.config = config
         self.weights = weights
         self._W = None if W is None else readonly(W)
@@ -91,6 +93,7 @@ class GemmProgram:
         self.act = bool(act)
         self.bias = None if bias is None else readonly(bias)
         self.load = bool(load)
+        self.keep = None if keep is None else readonly(keep)
         self.zeros = zeros
         self.mask = None if mask is None else readonly(mask)
         self.spans = bool(spans)
@@ -99,7 +102,8 @@ class GemmProgram:
         self.nnz = int(self.weights_per_row.sum())
 
     def __repr__(self):
-        mode = "raw" if self.raw else "act" if self.act else "requantised"
+        mode = ("raw" if self.raw else "act" if self.act else
+                "delta" if self.keep is not None else "requantised")
         return (f"<GemmProgram {self.n_out}x{self.n_in} @ {self.n_in}x{self.tokens} on a "
                 f"{self.config.rows}x{self.config.cols} mesh, {self.nnz} weights, {mode}>")
 
@@ -123,7 +127,7 @@ class GemmProgram:
     def streamed(self):
         """Whether the results leave during the compute phase (raw totals, or a resident
         layer's activations) rather than being read out of ``Y`` after it."""
-        return self.raw or self.act
+        return self.raw or self.act or self.keep is not None
 
     def cr_args(self):
         """The carriage return argument of each output: ``slot_out * rows + row_out``."""
@@ -180,7 +184,8 @@ class GemmProgram:
         positions = np.arange(self.n_out)
         streams = {}
         for r in range(cfg.rows):
-            crs = pack(isa.cr_data(args, raw=self.raw, act=self.act, quiet_n=quiet_n[:, r],
+            crs = pack(isa.cr_data(args, raw=self.raw, act=self.act,
+                                   delta=self.keep is not None, quiet_n=quiet_n[:, r],
                                    quiet_s=quiet_s[:, r]), weight_color, 1)
             mine = rows_w == r
             # the CR of the output at position k goes after that output's last weight
@@ -259,25 +264,41 @@ class GemmProgram:
         cols = self.config.cols
         return np.maximum(0, -(-(self.tokens - np.arange(cols)) // cols)).astype(np.int64)
 
+    def load_slots(self):
+        """``(first, count)``, each ``(rows,)`` int64: the slots a load writes in each row, from
+        the row's lowest input slot to its highest (0 and 0 where it holds none; slots in
+        between that hold no feature are loaded with zeros)."""
+        p, rows = self.in_placement, self.config.rows
+        first = np.zeros(rows, dtype=np.int64)
+        count = np.zeros(rows, dtype=np.int64)
+        for r in range(rows):
+            slots = p.slot_of[p.row_of == r]
+            if slots.size:
+                first[r], count[r] = slots.min(), slots.max() - slots.min() + 1
+        return first, count
+
     def load_streams(self, X=None):
         """``{row: [wavelets]}``: for each column ``c`` in turn, ``SELECT c``, ``TOKENS``
         (the column's :meth:`active_tokens`: every core's engine then visits only the real
-        tokens, whatever an earlier GEMM left) and, where the core holds features, ``ADDR 0``
-        and a ``LOAD`` per active word of its :meth:`x_blocks` block (row-major: slot, then
-        local token; the core's load pointer steps over the inactive tokens), on ``cmd``.
-        Nothing for a resident program (``load=False``): its cores hold ``X`` already."""
+        tokens, whatever an earlier GEMM left) and, where the core holds features, ``ADDR`` of
+        its first slot (:meth:`load_slots`) and a ``LOAD`` per active word of its
+        :meth:`x_blocks` block from there (row-major: slot, then local token; the core's load
+        pointer steps over the inactive tokens), on ``cmd``. A resident program
+        (``load=False``), whose cores hold ``X`` already, sends ``SELECT`` and ``TOKENS``
+        alone."""
         cfg = self.config
         cmd = cfg.plan.cmd
         active = self.active_tokens().tolist()
+        first, count = (a.tolist() for a in self.load_slots())
         streams = {r: [] for r in range(cfg.rows)}
-        if not self.load:
-            return streams
-        for (r, c), block in self.x_blocks(X).items():
+        blocks = self.x_blocks(X) if self.load else dict.fromkeys(
+            (r, c) for r in range(cfg.rows) for c in range(cfg.cols))
+        for (r, c), block in blocks.items():
             streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
             streams[r].append(int(pack(isa.tokens_data(active[c]), cmd, 1)))
-            if block.size:
-                streams[r].append(int(pack(isa.addr_data(0), cmd, 1)))
-                words = numerics.to_wire(cfg.fmt, block[:, :active[c]].ravel())
+            if self.load and count[r]:
+                streams[r].append(int(pack(isa.addr_data(first[r] * cfg.n_tok), cmd, 1)))
+                words = numerics.to_wire(cfg.fmt, block[first[r]:, :active[c]].ravel())
                 streams[r].extend(pack(isa.load_data(words), cmd, 0).tolist())
         return streams
 

@@ -25,7 +25,8 @@ def gemm_reference(config, program, X=None, *, fast=True):
     masked program's products outside its mask are not made (its gates: ``docs/pe.md``), so
     those results are 0. A program's bias is its owner row's last AXPY (a weight on the ones
     slot: ``bias * one`` in every token); an ``act`` program's ``Y`` is the ReLU of the
-    requantised totals, what its owners write into ``X`` and send out.
+    requantised totals, what its owners write into ``X`` and send out; a ``keep`` program's
+    ``Y`` is 0 where ``keep`` is not set.
     """
     if not isinstance(program, GemmProgram):
         raise ValueError(f"program must be a GemmProgram, not {program!r}")
@@ -58,6 +59,8 @@ def gemm_reference(config, program, X=None, *, fast=True):
     Y, _ = numerics.requantise(fmt, raw)
     if program.act:
         Y = numerics.relu(fmt, Y)
+    if program.keep is not None:
+        Y = np.where(program.keep, Y, 0)
     return Y, raw
 
 

@@ -185,7 +185,7 @@ class Trainer:
             stream = self.memoryx.stream(spec.name)
             requests = [None if not len(sh) else
                         {"op": "forward", "layer": j, "last": j == n - 1, "train": train,
-                         "resident": list(self.sizing.resident)}
+                         "layout": self.sizing.layout}
                         | ({"x": xq[:, sh]} if j == 0 else {}) for sh in shards]
             replies = [r for r in self.swarm.broadcast(stream, requests) if r is not None]
             self._count(replies, cycles, train)
@@ -252,7 +252,7 @@ class Trainer:
         layers = self.memoryx.layers
         for j in reversed(range(len(layers))):
             name = layers[j].name
-            requests = [{"op": "backward", "layer": j}
+            requests = [{"op": "backward", "layer": j, "layout": self.sizing.layout}
                         | ({"dy": dy[:, sh]} if j == len(layers) - 1 else {}) for sh in shards]
             replies = self.swarm.broadcast(self.memoryx.stream(name), requests)
             self._count(replies, cycles, train=True)
@@ -331,7 +331,7 @@ class Trainer:
             "mesh_sram_bytes": self.config.sram_bytes,
             "core": {name: getattr(self.config, name) for name in ("n_feat", "n_out", "n_tok")},
             "blocked_layers": dict(self.sizing.blocked),
-            "resident_layers": bool(self.sizing.resident),
+            "resident_layers": bool(self.sizing.layout),
             "resident_why_not": self.sizing.why_not or None,
             "swarmx": self.swarm.stats(), "memoryx": self.memoryx.store.stats(),
             "settings": asdict(self.s),

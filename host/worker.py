@@ -35,6 +35,7 @@ mask (:func:`fabric.cycle_model.predict_unmasked_cycles`: a dense layer's gradie
 :func:`fabric.reference.gemm_reference`; results that differ are counted (``mismatches``).
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,19 +134,26 @@ class MeshWorker:
 
     # -- the mesh -----------------------------------------------------------------------------
 
-    def gemm(self, W, X, model=True, *, mask=None, totals=False):
+    def gemm(self, W, X, model=True, *, mask=None, totals=False, first=0):
         """``W @ X`` on the mesh, tiled (``W``: :class:`~fabric.tiling.SparseRows`);
         ``(Y, figures, overflow)`` with ``figures`` a :class:`PassFigures` of the GEMM (without
         ``model``, cycles the mesh did not measure are 0 instead of modelled, and there is no
         dense figure). ``mask``: a masked GEMM. ``totals``: the exact ``int64`` sums of the raw
         32-bit totals (:func:`~fabric.tiling.run_tiled`), and as the dense figure the cycles
-        without the mask (the gradient pass)."""
+        without the mask (the gradient pass). ``first``: the cores' first slot for ``X``
+        (the slots below it hold resident activations)."""
         fmt = self.config.fmt
         figures = PassFigures()
         dense_model = predict_unmasked_cycles if totals else predict_dense_cycles
 
         def block(Wb, Xb, raw, **masked):
-            program = compile_gemm(self.config, Wb, Xb, raw=raw, **masked)
+            placement = None
+            if first:
+                p = Placement.balanced_counts(np.bincount(Wb.indices, minlength=Wb.shape[1]),
+                                              self.config.rows)
+                placement = Placement(p.rows, p.row_of, p.slot_of + first, kind=p.kind)
+            program = compile_gemm(self.config, Wb, Xb, raw=raw, in_placement=placement,
+                                   **masked)
             return self._run(program, figures, model, dense_model)
 
         if not fmt.is_float:
@@ -174,22 +182,22 @@ class MeshWorker:
             figures.dense_compute += dense_model(program, X)
         return result
 
-    def resident_layer(self, layer, weights, bias, A, resident, last, model=True):
+    def resident_layer(self, layer, weights, bias, A, layout, last, model=True):
         """Layer ``layer`` of the forward pass with its activations on the mesh
         (``docs/mesh.md``, "Resident layers"): layer 0 loads ``A`` (the batch), every other
-        layer reads it where the layer below wrote it (slots from ``resident[layer]``, feature
-        ``i`` in row ``i % rows``); the bias is added on the mesh; a hidden layer's ``relu``
-        goes into the next region of ``X`` and leaves as it is written, the last layer's
-        totals leave raw and are requantised here. ``(Y, figures, overflow)``."""
+        layer reads it where the layer below wrote it (slots from ``layout["inputs"][layer]``,
+        feature ``i`` in row ``i % rows``); the bias is added on the mesh; a hidden layer's
+        ``relu`` goes into the next region of ``X`` and leaves as it is written, the last
+        layer's totals leave raw and are requantised here. ``(Y, figures, overflow)``."""
         cfg, fmt = self.config, self.config.fmt
         figures = PassFigures()
         n_out, n_in = weights.shape
-        placement = None if layer == 0 else _region(cfg.rows, n_in, resident[layer])
+        inputs = layout["inputs"]
+        placement = None if layer == 0 else _region(cfg.rows, n_in, inputs[layer])
         if last:
             out = {"raw": True}
         else:
-            out = {"act": True,
-                   "out_placement": _region(cfg.rows, n_out, resident[layer + 1])}
+            out = {"act": True, "out_placement": _region(cfg.rows, n_out, inputs[layer + 1])}
         program = compile_gemm(cfg, weights, A, in_placement=placement, bias=bias,
                                load=layer == 0, **out)
         result = self._run(program, figures, model)
@@ -213,11 +221,30 @@ class MeshWorker:
 
     # -- the passes ---------------------------------------------------------------------------
 
-    def op_forward(self, layer, stream, last, x=None, train=True, resident=()):
+    def resident_delta(self, layer, weights, dY, layout, active, *, loaded, model=True):
+        """Layer ``layer``'s delta pass with its deltas on the mesh (``docs/mesh.md``,
+        "Resident layers"): ``dY`` (the loss's deltas, ``loaded`` at ``layout["deltas"]``, or
+        the layer above's, where its delta pass wrote them) times ``weights`` (the layer's
+        ``W^T``), each result written by CR_DELTA over the layer's input activations where
+        they are nonzero (``active``: the ReLU's derivative) and 0 elsewhere, and sent out as
+        it is written (the weight-gradient pass below streams it).
+        ``(dZ, figures, overflow)``."""
+        rows = self.config.rows
+        n_out, n_in = weights.shape
+        first = layout["deltas"] if loaded else layout["inputs"][layer + 1]
+        program = compile_gemm(self.config, weights, dY,
+                               in_placement=_region(rows, n_in, first),
+                               out_placement=_region(rows, n_out, layout["inputs"][layer]),
+                               keep=active, load=loaded)
+        figures = PassFigures()
+        result = self._run(program, figures, model)
+        return np.asarray(result.y, dtype=np.int64), figures, result.overflow
+
+    def op_forward(self, layer, stream, last, x=None, train=True, layout=None):
         """Layer ``layer``'s forward pass on this shard (``x``: the input, for layer 0);
-        ``resident``: where each layer's inputs stay in the cores' ``X`` (the first slot of
-        each, :class:`~fabric.config.TrainSizing`), or empty: every layer loads its input and
-        reads its output back, and the host adds the bias and applies the ReLU."""
+        ``layout``: where the activations stay in the cores' ``X``
+        (:attr:`~fabric.config.TrainSizing.layout`), or empty: every layer loads its input
+        and reads its output back, and the host adds the bias and applies the ReLU."""
         s = LayerStream.from_fields(stream)
         if layer == 0:
             if x is None:
@@ -229,8 +256,8 @@ class MeshWorker:
             A = self._next_input
         weights = s.weights()
         fmt = self.config.fmt
-        if resident:
-            Y, figures, overflow = self.resident_layer(layer, weights, s.bias, A, resident,
+        if layout:
+            Y, figures, overflow = self.resident_layer(layer, weights, s.bias, A, layout,
                                                        last, model=train)
         else:
             Z, figures, overflow = self.gemm(weights, A, model=train)
@@ -248,9 +275,10 @@ class MeshWorker:
             self._next_input = np.where(self.active[layer], Y, 0)
         return reply
 
-    def op_backward(self, layer, stream, dy=None):
+    def op_backward(self, layer, stream, dy=None, layout=None):
         """Layer ``layer``'s gradient pass and (below layer 0) delta pass; ``dy`` for the last
-        layer, else the delta kept from the layer above."""
+        layer, else the delta kept from the layer above; ``layout`` as for
+        :meth:`op_forward` (the deltas then stay on the mesh too: :meth:`resident_delta`)."""
         s = LayerStream.from_fields(stream)
         dY = np.asarray(dy, dtype=np.int64) if dy is not None else self.delta
         if dY is None or layer not in self.inputs:
@@ -258,11 +286,21 @@ class MeshWorker:
         A = self.inputs.pop(layer)
         fmt = self.config.fmt
         passes = {}
-        dW, figures, overflow = gradient_gemm(self.gemm, s.shape, s.rows, s.indices, dY, A)
+        # with resident activations, the gradient pass's features go above them
+        gemm = functools.partial(self.gemm, first=layout["gradient"]) if layout else self.gemm
+        dW, figures, overflow = gradient_gemm(gemm, s.shape, s.rows, s.indices, dY, A)
         figures.useful_macs, figures.dense_macs = gradient_macs(s.shape, s.rows, s.indices,
                                                                 dY, A)
         passes["gradient"] = figures, overflow
-        if layer > 0:
+        if layer > 0 and layout:
+            weights = s.weights().transpose()
+            dZ, figures, overflow = self.resident_delta(layer, weights, dY, layout,
+                                                        self.active.pop(layer - 1),
+                                                        loaded=dy is not None)
+            figures.count_macs(weights, dY)
+            passes["delta"] = figures, overflow
+            self.delta = canonical_zero(fmt, dZ)
+        elif layer > 0:
             weights = s.weights().transpose()
             dA, figures, overflow = self.gemm(weights, dY)
             figures.count_macs(weights, dY)

@@ -223,13 +223,15 @@ def read_data(address, length):
     return control_data(ControlOp.READ, READ_ARG.pack(addr=address, len=length))
 
 
-def cr_data(o, raw=False, *, act=False, quiet_n=False, quiet_s=False, skip=False):
-    """CR (CR_OUT with ``raw``, CR_ACT with ``act``): output feature ``o`` is complete;
-    ``quiet_n``, ``quiet_s``, ``skip``: the flags of :class:`CrArg` (vectorised like ``o``;
-    ``raw`` and ``act`` are one flag for all)."""
-    if raw and act:
-        raise ValueError("a carriage return is raw (CR_OUT) or act (CR_ACT), not both")
-    op = ControlOp.CR_OUT if raw else ControlOp.CR_ACT if act else ControlOp.CR
+def cr_data(o, raw=False, *, act=False, delta=False, quiet_n=False, quiet_s=False, skip=False):
+    """CR (CR_OUT with ``raw``, CR_ACT with ``act``, CR_DELTA with ``delta``): output feature
+    ``o`` is complete; ``quiet_n``, ``quiet_s``, ``skip``: the flags of :class:`CrArg`
+    (vectorised like ``o``; ``raw``, ``act`` and ``delta`` are one flag for all)."""
+    if raw + act + delta > 1:
+        raise ValueError("a carriage return is at most one of raw (CR_OUT), act (CR_ACT) and "
+                         "delta (CR_DELTA)")
+    op = (ControlOp.CR_OUT if raw else ControlOp.CR_ACT if act else
+          ControlOp.CR_DELTA if delta else ControlOp.CR)
     return control_data(op, CR_ARG.pack(o=o, quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
 
 

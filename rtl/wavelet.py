@@ -109,6 +109,7 @@ class ControlOp(hw_enum.Enum, shape=4):
     MASK     = 9   # the core of column ``arg.col`` gates 16 of its tokens until the next CR (core)
     TOKENS   = 10  # the core's active tokens := ``arg``: its engine reduces only those (core)
     CR_ACT   = 11  # carriage return whose owner writes ``relu`` of the result into ``X`` (core)
+    CR_DELTA = 12  # carriage return whose owner writes the result into ``X`` where it was nonzero
 
 
 class ConfigOp(hw_enum.Enum, shape=2):

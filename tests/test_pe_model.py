@@ -345,7 +345,7 @@ def test_load_outside_x_is_dropped_and_the_pointer_still_moves():
     assert m.ptr == 1 and m.x[0, 0] == 7 and m.counters["errors"] == 3
 
 
-@pytest.mark.parametrize("op", range(12, 16))       # 9 MASK, 10 TOKENS, 11 CR_ACT (above)
+@pytest.mark.parametrize("op", range(13, 16))       # 9 MASK, 10 TOKENS, 11, 12 CR_ACT, CR_DELTA
 def test_unknown_opcodes_are_errors(op):
     p, m = core()
     m.run([raw(op << 28, C.cmd, 1), raw(op << 28 | 5, C.weight, 1)])

@@ -34,11 +34,11 @@ def region(rows, n, first):
     return Placement(rows, i % rows, first + i // rows)
 
 
-def chain(fmt_name, seed=1):
+def chain(fmt_name, seed=1, n_feat=16):
     """A 9 -> 12 -> 7 network on a 2x3 mesh: the hidden layer resident at slots 8 and up."""
     rng = np.random.default_rng(seed)
     fmt = number_format(fmt_name)
-    cfg = MeshConfig(2, 3, n_feat=16, n_out=8, n_tok=4, fmt=fmt)
+    cfg = MeshConfig(2, 3, n_feat=n_feat, n_out=8, n_tok=4, fmt=fmt)
     X = operands(rng, fmt, (9, 10), 300)
     W1, b1 = operands(rng, fmt, (12, 9), 200), operands(rng, fmt, (12,), 300, 0.8)
     W2, b2 = operands(rng, fmt, (7, 12), 200), operands(rng, fmt, (7,), 300, 0.8)
@@ -62,8 +62,11 @@ def test_a_layer_stays_on_the_mesh_for_the_next_one(fmt, figure):
     negative = (A & 0x8000) != 0 if cfg.fmt.is_float else A < 0
     assert not negative.any()
     second = compile_gemm(cfg, W2, A, in_placement=mid, raw=True, bias=b2, load=False)
-    assert second.load_streams() == {r: [] for r in range(cfg.rows)}
-    totals = model.run_program(second)
+    for words in second.load_streams().values():       # SELECT and TOKENS for each column
+        ops = CONTROL.unpack(unpack(np.array(words, dtype=np.uint64))[0])["op"].tolist()
+        assert ops == [ControlOp.SELECT.value, ControlOp.TOKENS.value] * cfg.cols
+    model.exchange(second.load_streams())
+    totals = second.decode_raw(model.exchange(second.streams))
     np.testing.assert_array_equal(totals, gemm_reference(cfg, second, A)[1])
     assert not model.error
     # the cores hold the activations where the placement says
@@ -73,7 +76,7 @@ def test_a_layer_stays_on_the_mesh_for_the_next_one(fmt, figure):
             assert core.x[8 + i // cfg.rows, t // cfg.cols] == A[i, t]
     figure(f"resident 9-12-7 on a 2x3 mesh ({fmt}): layer 1 {predict_cycles(first)} + "
            f"{predict_io_cycles(first)} io cycles, layer 2 {predict_cycles(second)} + "
-           f"{predict_io_cycles(second)} io cycles (no load, no read)")
+           f"{predict_io_cycles(second)} io cycles (its tokens set, no load, no read)")
 
 
 def test_the_bias_is_one_more_weight_in_the_owner_row_and_the_crs_are_cr_act():
@@ -102,12 +105,16 @@ def test_the_cycle_model_counts_no_edge_transfer_of_a_resident_layer_and_the_bia
     biased = compile_gemm(cfg, W1, X, out_placement=mid, act=True, bias=b1)
     resident = compile_gemm(cfg, W1, X, out_placement=mid, act=True, load=False)
     assert predict_io_cycles(plain) == predict_load_cycles(plain) > 0     # no read: it leaves
-    assert predict_io_cycles(resident) == 0
+    # SELECT and TOKENS for each column enter a row's intake, a hop every 2 cycles, and the last
+    # core takes its TOKENS
+    assert predict_io_cycles(resident) == 2 * cfg.cols + 2 * cfg.cols + 2
     assert predict_cycles(biased) > predict_cycles(plain)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"act": True, "raw": True}, "raw .* or act .*, not both"),
+    ({"act": True, "raw": True}, r"at most one of raw \(CR_OUT\), act"),
+    ({"act": True, "keep": np.ones((12, 10), dtype=bool)}, "at most one of"),
+    ({"keep": np.ones((12, 9), dtype=bool)}, r"keep must have shape \(n_out, tokens\)"),
     ({"act": True, "out_placement": region(2, 12, 0)}, "would overwrite inputs: row 0 holds "
                                                         "input and output features at slot 0"),
     ({"act": True, "out_placement": region(2, 12, 12)}, "n_feat"),
@@ -127,14 +134,19 @@ def test_a_resident_layer_needs_the_activations_the_cores_hold():
         compile_gemm(cfg, W1, load=False)
 
 
-def test_the_sizing_keeps_two_regions_of_activations_or_says_why_not():
+def test_the_sizing_keeps_every_layer_on_the_mesh_or_says_why_not():
+    """Two alternating regions of activations, the loss's deltas (10 over 4 rows) and the
+    gradient pass's features (32 tokens over 4 rows); the gradient pass's tokens halve to
+    make room (512 inputs over 4 columns would be 128)."""
     sizing = train_config((4, 4), (64, 512, 512, 10), 32)
-    assert sizing.resident == (0, 128, 0) and sizing.why_not == ""
-    assert sizing.config.n_feat == 256 and sizing.config.n_feat * sizing.config.n_tok <= 0x8000
+    assert sizing.layout == {"inputs": [0, 128, 0], "deltas": 256, "gradient": 259}
+    assert sizing.why_not == "" and sizing.config.n_feat == 267
+    assert sizing.config.n_tok == 64 and 267 * 64 <= 0x8000
     wide = train_config((2, 2), (64, 4096, 4096, 10), 32)
-    assert wide.resident == () and "need 4096 slots a core (2048 + 2048)" in wide.why_not
+    assert wide.layout == {} and "need 4117 slots a core (2048 + 2048 + 5 + 16)" in (
+        wide.why_not)
     tall = train_config((20, 1), (64, 64, 10), 8)
-    assert tall.resident == () and "share 18 reply colors" in tall.why_not
+    assert tall.layout == {} and "share 18 reply colors" in tall.why_not
 
 
 def test_wse_train_says_when_the_activations_cannot_stay():
@@ -162,14 +174,16 @@ def test_the_workers_resident_forward_pass_is_relu_of_the_biased_total(fmt):
     f = worker.config.fmt
     for j, (W, b) in enumerate(layers):
         last = j == len(layers) - 1
-        Y, figures, _ = worker.resident_layer(j, SparseRows.from_dense(W), b, A, cfg.resident,
+        Y, figures, _ = worker.resident_layer(j, SparseRows.from_dense(W), b, A, cfg.layout,
                                               last)
         total = _totals(f, W, A, b)
         want, _ = numerics.requantise(f, total)
         if not last:
             want = numerics.relu(f, want)
         np.testing.assert_array_equal(Y, want)
-        assert (figures.io_cycles > 0) == (j == 0)      # only the batch goes in
+        # only the batch goes in; later layers send their SELECTs and TOKENS alone
+        tokens_only = 4 * worker.config.cols + 2
+        assert figures.io_cycles == tokens_only if j else figures.io_cycles > tokens_only
         A = Y
 
 
@@ -183,3 +197,54 @@ def _totals(fmt, W, A, b):
     a = numerics.as_float32(A, operand=True).astype(np.float64)
     bias = numerics.as_float32(b, operand=True).astype(np.float64)
     return numerics.from_float32((w @ a + bias[:, None]).astype(np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_the_delta_pass_writes_over_the_activations_where_they_are_nonzero(fmt):
+    """CR_DELTA: ``W^T @ dY`` written over the layer's activations, kept where they were
+    nonzero (the ReLU's derivative) and 0 elsewhere, as the wavelet model's memory holds it and
+    as the reference computes it from ``keep``; the next delta pass reads it in place."""
+    cfg, X, (W1, b1), (W2, _) = chain(fmt, n_feat=18)
+    rng = np.random.default_rng(5)
+    mid = region(cfg.rows, 12, 8)
+    model = MeshModel(cfg)
+    A = model.run_program(compile_gemm(cfg, W1, X, in_placement=Placement.modulo(9, cfg.rows),
+                                       out_placement=mid, act=True, bias=b1))
+    dY = operands(rng, cfg.fmt, (7, 10), 300, 0.7)
+    back = compile_gemm(cfg, W2.T, dY, in_placement=region(cfg.rows, 7, 14), out_placement=mid,
+                        keep=A != 0)
+    dZ = model.run_program(back)
+    want, _ = gemm_reference(cfg, back, dY)
+    np.testing.assert_array_equal(dZ, want)
+    assert (dZ[A == 0] == 0).all() and (dZ[A != 0] != 0).any()
+    for t in range(10):
+        for i in range(12):
+            assert model.cores[(i % cfg.rows, t % cfg.cols)].x[8 + i // cfg.rows,
+                                                               t // cfg.cols] == dZ[i, t]
+    # and the next one reads it where it is
+    nxt = compile_gemm(cfg, W1.T, dZ, in_placement=mid, out_placement=Placement.modulo(9, 2),
+                       keep=X != 0, load=False)
+    model.exchange(nxt.load_streams())
+    got = nxt.decode_raw(model.exchange(nxt.streams))
+    np.testing.assert_array_equal(got, gemm_reference(cfg, nxt, dZ)[0])
+    assert not model.error
+
+
+def test_a_resident_backward_pass_gives_the_gradients_of_the_edge_one():
+    """The same two steps with every activation and delta on the mesh and with every one
+    through the edges: the same gradients (the weights' digest), fewer edge cycles."""
+    from wse.host.train import Trainer, TrainSettings
+
+    def run(resident):
+        with Trainer(TrainSettings(steps=2, hidden=(48,), batch=16)) as trainer:
+            if not resident:
+                object.__setattr__(trainer.sizing, "layout", {})
+            for _ in range(2):
+                trainer.step()
+            return trainer.report()
+    on, off = run(True), run(False)
+    assert on["resident_layers"] and not off["resident_layers"]
+    # the forward pass adds the bias before requantising, the edge one after: one rounding
+    # apart at a tie; the backward pass given the same forward is the same
+    assert on["io_cycles_by_pass"]["delta"] < off["io_cycles_by_pass"]["delta"]
+    assert on["io_cycles_by_pass"]["forward"] < off["io_cycles_by_pass"]["forward"]
