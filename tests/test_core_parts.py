@@ -392,6 +392,86 @@ def test_axpy_lane_walks_only_the_tokens_its_gate_lets_through(n_tok, lanes, ban
     assert list(acc) == list(want)
 
 
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
+    """Between AXPYs, the engine's writes (``x_write``: a word and its mask bit, zero words
+    too, into any slot) and LOADs: each AXPY walks the mask as they left it (``nonzero``
+    counts it) and multiplies the words they wrote; an AXPY with ``ones`` walks every gated
+    token of the bank whatever ``feature``'s mask holds and multiplies the format's one."""
+    from wse.fabric import numerics
+    from wse.rtl.numfmt import number_format
+
+    params = CoreParams(n_feat=3, n_tok=8, n_out=1, lanes=2, fmt=number_format(fmt))
+    tpb, f = params.tpb, params.fmt
+    dut = AxpyLane(params, 1)
+    rng = np.random.default_rng(11)
+
+    def operand():
+        if f.is_float:
+            return int(rng.choice([0, 0x8000, *numerics.encode(f, rng.normal(0, 2, 4))[0]]))
+        return int(rng.choice([0, 0, *rng.integers(-300, 300, 4)]))
+
+    x = np.zeros((3, tpb), dtype=np.int64)
+    acc = np.zeros(tpb, dtype=np.int64)
+    want = np.zeros(tpb, dtype=np.int64)
+    steps = [(str(rng.choice(["write", "load", "axpy", "ones"])), int(rng.integers(0, 3)),
+              int(rng.integers(0, tpb)), operand()) for _ in range(60)]
+    counts = []
+
+    async def bench(ctx):
+        for kind, slot, index, value in steps:
+            if kind in ("write", "load"):
+                if kind == "write":
+                    ctx.set(dut.x_write, 1)
+                    ctx.set(dut.x_slot, slot)
+                    ctx.set(dut.x_index, index)
+                    ctx.set(dut.x_value, value)
+                else:
+                    ctx.set(dut.load, 1)
+                    ctx.set(dut.feature, slot)
+                    ctx.set(dut.load_index, index)
+                    ctx.set(dut.load_value, value)
+                    ctx.set(dut.load_zero, bool(numerics.is_zero(f, value)))
+                x[slot, index] = value
+                await lane_step(ctx, dut, acc)
+                ctx.set(dut.x_write, 0)
+                ctx.set(dut.load, 0)
+                continue
+            ones = kind == "ones"
+            row = np.full(tpb, numerics.one(f)) if ones else x[slot]
+            live = ~numerics.is_zero(f, row)
+            w = 0x3F80 if f.is_float else 256                        # one, in either format
+            ctx.set(dut.feature, slot)
+            ctx.set(dut.ones, ones)
+            counts.append((ctx.get(dut.nonzero), int(live.sum())))
+            if f.is_float:
+                want[:] = [int(numerics.accumulate(f, np.array([a]), numerics.multiply(
+                    f, np.array([w]), np.array([v])))[0][0]) if z else a
+                    for a, v, z in zip(want, row, live)]
+            else:
+                want[live] += w * row[live]
+            ctx.set(dut.weight, w)
+            ctx.set(dut.zero_weight, 0)
+            ctx.set(dut.walk, 1)
+            n = 0
+            while True:
+                ctx.set(dut.active, n > 0)
+                n += 1
+                done = ctx.get(dut.done)
+                await lane_step(ctx, dut, acc)
+                if done:
+                    break
+            ctx.set(dut.walk, 0)
+            ctx.set(dut.active, 0)
+            ctx.set(dut.ones, 0)
+        for _ in range(3):
+            await lane_step(ctx, dut, acc)
+
+    simulate(dut, bench)
+    assert all(got == n for got, n in counts) and len(counts) > 20
+    assert list(acc) == list(want)
+
+
 async def lane_step(ctx, dut, acc):
     """One clock of an :class:`AxpyLane` whose accumulators ``acc`` the bench holds: the MAC
     reads an accumulator and writes back its sum in the same cycle."""
@@ -539,38 +619,51 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
     assert flags == [(1, 1), (0, 0)] * 4          # two buffers: one retired is all of them
 
 
-@pytest.mark.parametrize("seed, quiet, gated", [(0, False, False), (1, False, False),
-                                                 (2, False, True), (3, True, False),
-                                                 (4, True, True)])
-def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated):
+@pytest.mark.parametrize("seed, quiet, gated, acts", [(0, False, False, False),
+                                                       (1, False, False, False),
+                                                       (2, False, True, False),
+                                                       (3, True, False, False),
+                                                       (4, True, True, False),
+                                                       (5, False, False, True),
+                                                       (6, True, True, True),
+                                                       (7, False, True, True)])
+def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     """Row 1 of 3: owner 0 sends acc + south psum north, owner 1 writes requantised
     acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south.
     With ``quiet``, jobs with random ``quiet_n`` / ``quiet_s``: no psum taken from that
     side (as if there were no neighbour there). With ``gated``, each job's gate lets a random
-    few of the 4 tokens through (none, now and then): the engine visits those alone."""
-    params = CoreParams(n_feat=1, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
+    few of the 4 tokens through (none, now and then): the engine visits those alone. With
+    ``acts``, a third of the jobs are CR_ACTs (on the owner row: the ReLU of the requantised
+    sum into ``X`` and out, in the cycle ``out`` takes it; elsewhere a CR's psums) and the
+    output takes a word less often: a result waits for it, and the adds behind it wait."""
+    params = CoreParams(n_feat=4, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
     c = params.colors
     dut = PsumEngine(params)
     rng = np.random.default_rng(seed)
-    outputs = [(o, bool(rng.integers(0, 2))) for o in range(7)]
+    outputs = [(o, ["cr", "raw", "act"][int(rng.integers(0, 3 if acts else 2))])
+               for o in range(7 if not acts else 12)]
+    if acts:                                      # outputs 1 and 7 are this row's CR_ACTs
+        outputs = [(o, "act" if o in (1, 7) else kind) for o, kind in outputs]
     flags = {o: (tuple(bool(v) for v in rng.random(2) < 0.4) if quiet else (False, False))
              for o, _ in outputs}
     acc = {o: list(rng.integers(-5000, 5000, 4)) for o, _ in outputs}
-    gates = {o: int(rng.integers(0, 16)) if gated else 0b1111 for o, _ in outputs}
-    from_n = [int(v) for v in rng.integers(-5000, 5000, 40)]
-    from_s = [int(v) for v in rng.integers(-5000, 5000, 40)]
-    sent, y = [], {}
+    gates = {o: int(rng.integers(0, 16)) | (o == 1) if gated else 0b1111 for o, _ in outputs}
+    from_n = [int(v) for v in rng.integers(-5000, 5000, 60)]
+    from_s = [int(v) for v in rng.integers(-5000, 5000, 60)]
+    sent, y, x = [], {}, {}
+    waited = [0]                                  # cycles a CR_ACT's result waited for out
 
     async def bench(ctx):
         held = [0, 0]                             # each bank's read port holds its data
         queue = list(outputs)
         current = None                            # the output of the last job taken
         n = s = 0
-        for _ in range(400):
+        for _ in range(600):
             ctx.set(dut.job.valid, bool(queue))
             if queue:
-                o, raw = queue[0]
-                ctx.set(dut.job.payload, {"cr": {"slot": o // 3, "owner": o % 3, "raw": raw,
+                o, kind = queue[0]
+                ctx.set(dut.job.payload, {"cr": {"slot": o // 3, "owner": o % 3,
+                                                 "raw": kind == "raw", "act": kind == "act",
                                                  "quiet_n": flags[o][0],
                                                  "quiet_s": flags[o][1]},
                                           "gate": gates[o]})
@@ -578,7 +671,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated):
             ctx.set(dut.psum_n.payload, from_n[n] & 0xFFFFFFFF)
             ctx.set(dut.psum_s.valid, bool(rng.random() < 0.7))
             ctx.set(dut.psum_s.payload, from_s[s] & 0xFFFFFFFF)
-            ctx.set(dut.out.ready, bool(rng.random() < 0.6))
+            ctx.set(dut.out.ready, bool(rng.random() < (0.4 if acts else 0.6)))
             ctx.set(dut.acc.data, held[ctx.get(dut.acc.add_bank)])
             took = bool(queue) and ctx.get(dut.job.ready)
             if ctx.get(dut.acc.read):             # token 0 of the job taken now, or current's
@@ -587,9 +680,18 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated):
                 read = (bank, int(acc[source][index * 2 + bank]))
             else:
                 read = None
-            if ctx.get(dut.out.valid) and ctx.get(dut.out.ready):
+            taken = ctx.get(dut.out.valid) and ctx.get(dut.out.ready)
+            if taken:
                 word = WAVELET.unpack(ctx.get(dut.out.payload.as_value()))
                 sent.append((int(word["color"]), int(word["data"])))
+            if ctx.get(dut.x_pending):
+                assert ctx.get(dut.out.valid), "a CR_ACT's result not offered"
+                assert int(word_data(ctx)) == ctx.get(dut.x_value) or not taken
+                waited[0] += not taken
+            assert ctx.get(dut.x_write) == (ctx.get(dut.x_pending) and taken)
+            if ctx.get(dut.x_write):
+                at = (ctx.get(dut.x_bank), ctx.get(dut.x_slot), ctx.get(dut.x_index))
+                x[at] = ctx.get(dut.x_value)
             if ctx.get(dut.y_write):
                 y[ctx.get(dut.y_address)] = ctx.get(dut.y_value)
             n += ctx.get(dut.psum_n.valid) and ctx.get(dut.psum_n.ready)
@@ -600,9 +702,12 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated):
             if took:
                 current = queue.pop(0)[0]
 
+    def word_data(ctx):
+        return WAVELET.unpack(ctx.get(dut.out.payload.as_value()))["data"]
+
     simulate(dut, bench)
-    want_sent, want_y, n, s = [], {}, 0, 0
-    for o, raw in outputs:
+    want_sent, want_y, want_x, n, s = [], {}, {}, 0, 0
+    for o, kind in outputs:
         owner = o % 3
         for t in (t for t in range(4) if gates[o] >> t & 1):
             total = int(acc[o][t])
@@ -612,11 +717,19 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated):
             if owner <= 1 and not flags[o][1]:
                 total += from_s[s]
                 s += 1
-            if owner == 1 and not raw:
+            if owner == 1 and kind == "cr":
                 want_y[(o // 3) * 4 + t] = round(total / 256)
+            elif owner == 1 and kind == "act":
+                want_x[(t % 2, o // 3, t // 2)] = max(0, round(total / 256))
+                want_sent.append((c.out, want_x[(t % 2, o // 3, t // 2)]))
             else:
                 color = c.out if owner == 1 else (c.psum_to_n if owner == 0 else c.psum_to_s)
                 want_sent.append((color, total & 0xFFFFFFFF))
     assert sent == want_sent
     assert y == want_y
+    assert x == want_x
     assert not quiet or any(any(f) for f in flags.values())
+    if acts:
+        assert want_x and waited[0] > 0 and 0 in want_x.values()
+        print(f"psum engine, CR_ACT results under backpressure: {len(want_x)} written, "
+              f"{waited[0]} cycles waiting for out")

@@ -201,6 +201,41 @@ def test_acc_buffers_read_zero_after_a_reset():
     assert got == [0, 7, 0, 0]
 
 
+@pytest.mark.parametrize("n_buf", [2, 4])
+def test_acc_buffers_say_which_slots_retired_cr_acts_write(n_buf):
+    """``writes_slot``: retired buffers of CR_ACTs (and of CRs, which write no ``X``) into
+    random slots, the engine done with one now and then (oldest first): for every slot, the
+    flag says whether a buffer retired and not yet done is a CR_ACT's of it, as a queue of
+    the retired jobs says."""
+    params = CoreParams(n_feat=6, n_tok=2, n_out=2, lanes=1)
+    dut = AccBuffers(params, n_buf)
+    rng = np.random.default_rng(n_buf)
+    queue = collections.deque()                # (act, slot) of the retired buffers, oldest first
+    checked = []
+
+    async def bench(ctx):
+        for _ in range(300):
+            retire = len(queue) < n_buf - 1 and rng.random() < 0.5
+            done = bool(queue) and rng.random() < 0.4
+            job = (bool(rng.random() < 0.6), int(rng.integers(0, 6)))
+            ctx.set(dut.retire, retire)
+            ctx.set(dut.retire_job, {"act": job[0], "slot": job[1]})
+            ctx.set(dut.drain.done, done)
+            for slot in range(6):
+                ctx.set(dut.slot, slot)
+                want = any(act and s == slot for act, s in queue)
+                assert ctx.get(dut.writes_slot) == want, (list(queue), slot)
+                checked.append(want)
+            await ctx.tick()
+            if done:
+                queue.popleft()
+            if retire:
+                queue.append(job)
+
+    simulate(dut, bench)
+    assert 100 < sum(checked) < len(checked) / 2
+
+
 @pytest.mark.parametrize("adders", [0, 3, True])
 def test_counter_bank_refuses_a_bad_adder_count(adders):
     with pytest.raises((TypeError, ValueError), match="adders"):

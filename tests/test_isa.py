@@ -118,6 +118,20 @@ def test_sizes():
     assert isa.core_strap_codec(1).width == 37 and isa.core_strap_codec(64, 32).width == 46
 
 
+@pytest.mark.parametrize("rows, n_out, n_feat, slot_bits", [(1, 16, 16, 4), (3, 4, 9, 4),
+                                                             (2, 100, 8, 7), (1, 1, 1, 1)])
+def test_a_carriage_returns_job_holds_a_slot_of_x_or_y(rows, n_out, n_feat, slot_bits):
+    """The engine's job (``cr_job_layout``): the slot wide enough for ``Y`` (a CR) and for
+    ``X`` (a CR_ACT), the owner row, and a bit each for CR_OUT, CR_ACT and the quiet flags;
+    the engine's job adds the gate, a bit a token."""
+    job = data.Layout.cast(isa.cr_job_layout(rows, n_out, n_feat))
+    assert {name: field.width for name, field in job} == {
+        "slot": slot_bits, "owner": max(1, (rows - 1).bit_length()), "raw": 1, "act": 1,
+        "quiet_n": 1, "quiet_s": 1}
+    engine = data.Layout.cast(isa.engine_job_layout(rows, n_out, n_feat, 8))
+    assert engine.size == job.size + 8
+
+
 def test_codec_refuses_layouts_wider_than_a_word():
     with pytest.raises(ValueError, match=r"^Routes must be at most 64 bits wide to pack into "
                                          r"uint64, not 240$"):
@@ -133,6 +147,9 @@ def test_wire_format():
     assert int(isa.read_data(0x8001, 5)) == 6 << 28 | 5 << 16 | 0x8001
     assert int(isa.cr_data(7)) == 4 << 28 | 7
     assert int(isa.cr_data(7, raw=True)) == 7 << 28 | 7
+    assert int(isa.cr_data(7, act=True, skip=True)) == 11 << 28 | 1 << 27 | 7
+    # the ones slot: a bias of -2 (an AXPY's op bits, 31:28, read 15 there)
+    assert int(isa.weight_data(-2, isa.ONES_SLOT)) == 0xFFFF_FFFE
     assert int(isa.control_data(isa.ControlOp.TEARDOWN)) == 3 << 28
     assert int(isa.select_data(5)) == 8 << 28 | 5
     assert isa.route_straps_value(3, {1: (3, 4), 2: ("N", "ES")}) == \

@@ -548,3 +548,73 @@ def test_a_dropped_carriage_return_stays_dropped_with_skip():
     assert m.counters["busy_cycles"] == 3 + 1 + 1
     m.run([cr(p, 3, raw=True, skip=True)])
     assert m.counters["errors"] == 1 and m.gate.all()
+
+
+# CR_ACT and the ones slot -------------------------------------------------------------------------
+
+def test_cr_act_writes_relu_of_the_result_into_x_and_sends_it():
+    """Row 1 of 2 owns output 3 (slot 1): ``relu(requantise(acc + psum))`` of the gated tokens
+    (0, 1, 3) goes into ``X[1]`` with their nonzero bits and out, as a READ of them sends
+    them; token 2 keeps its word; a saturated result sets the overflow flag; ``Y`` stays."""
+    p, m = core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)
+    out = m.run([*loaded(p, [[256, -512, 7, 30000], [1, 2, 3, 4]]), weight(p, 256, 0),
+                 mask(p, 0, 0b1011), cr(p, 3, act=True)],
+                psum_from_n=[128, 0, 32767 * 256])
+    # sums: 65536 + 128 (256.5: rounded half to even, 256), -131072 (-512: ReLU, 0),
+    # 7680000 + 8388352 (past 32767 * 256: saturates)
+    assert out[C.out] == [256, 0, 32767] and m.counters["wavelets_out"] == 3
+    assert m.x[1].tolist() == [256, 0, 3, 32767]
+    assert m.mask[1].tolist() == [True, False, True, True]
+    assert m.counters["overflow"] == 1 and not m.error and not m.y.any()
+    assert m.run([read(p, 4, 4)])[C.out] == [256, 0, 3, 32767]
+
+
+def test_cr_act_in_bf16_clears_every_pattern_with_its_sign_bit_set():
+    """bf16: 1.5 and 2.0 stay, -2.0 becomes ``+0``; the zero results' mask bits clear. The
+    ReLU clears ``-0`` and the negative NaNs too, and keeps a positive NaN."""
+    from wse.fabric import numerics
+    from wse.rtl.numfmt import BFloat16
+
+    p, m = core(n_feat=2, n_tok=4, n_out=1, fmt=BFloat16())
+    x = [0x3FC0, 0xC000, 0, 0x4000]                        # 1.5, -2.0, 0, 2.0
+    out = m.run([*loaded(p, [x, [0x3F80] * 4]), weight(p, 0x3F80, 0), cr(p, 1, act=True)])
+    assert out[C.out] == [0x3FC0, 0, 0, 0x4000]
+    assert m.x[1].tolist() == [0x3FC0, 0, 0, 0x4000]
+    assert m.mask[1].tolist() == [True, False, False, True]
+    assert numerics.relu(p.fmt, [0x8000, 0xFFC0, 0x7FC0]).tolist() == [0, 0, 0x7FC0]
+
+
+def test_cr_act_slots_are_checked_against_x_on_the_owner_row_alone():
+    """``n_feat`` 2, ``n_out`` 4: this row's CR_ACT of slot 2 is an error (dropped: no psums
+    taken, the accumulators stay), a CR of slot 2 is not; on row 0 of 2 a CR_ACT of row 1's
+    slot 5 is a CR that sends its psums south."""
+    p, m = core(n_feat=2, n_tok=2, n_out=4)
+    m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 0), cr(p, 2, act=True)])
+    assert m.counters["errors"] == 1 and m.acc.tolist() == [256, 512]
+    m.run([cr(p, 2)])
+    assert m.counters["errors"] == 1 and m.y[2].tolist() == [1, 2]
+    p, m = core(n_feat=2, n_tok=2, n_out=4, rows=2)
+    out = m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 1), cr(p, 11, act=True)])
+    assert out[C.psum_to_s] == [768, 1024] and not m.error and out[C.out] == []
+
+
+@pytest.mark.parametrize("fmt, one", [(FixedPoint(), 256), (FixedPoint(frac_bits=15), 32767),
+                                      ("bf16", 0x3F80)])
+def test_the_ones_slot_is_a_bias_on_every_gated_token(fmt, one):
+    """An AXPY of slot 0xFFFF: ``ACC[t] += w * one`` on every gated token, zero activations
+    or none loaded at all; it costs the busiest bank's gated tokens and counts them issued
+    (int16 ``one`` is ``1 << frac_bits``, the largest operand when that does not fit)."""
+    from wse.fabric import numerics
+
+    p, m = core(n_feat=1, n_tok=8, n_out=1, lanes=2, fmt=fmt)
+    assert numerics.one(p.fmt) == one
+    w = 0x4040 if p.fmt.is_float else 3                    # 3.0 in bf16
+    m.run([mask(p, 0, 0b1110_0110), weight(p, w, isa.ONES_SLOT)])
+    assert m.counters["busy_cycles"] == 1 + 3 and m.counters["macs_issued"] == 5
+    assert m.counters["macs_skipped_act"] == 3 and not m.error
+    gated = [bool(0b1110_0110 >> t & 1) for t in range(8)]
+    if p.fmt.is_float:
+        want = numerics.from_float32(np.where(gated, np.float32(3.0), np.float32(0)))
+    else:
+        want = np.where(gated, 3 * one, 0)
+    assert m.acc.tolist() == list(want)
