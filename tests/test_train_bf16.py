@@ -119,10 +119,10 @@ def _first_step(systems, monkeypatch):
         seen["masks"].update({n: np.array(self.store.get(n)["mask"]) for n in sums})
         return update(self, sums, **kwargs)
 
-    def spy(self, layer, stream, dy=None):
+    def spy(self, layer, stream, dy=None, **kwargs):
         dY = np.array(dy if dy is not None else self.delta)
         seen["operands"].setdefault(layer, []).append((dY, np.array(self.inputs[layer])))
-        return backward(self, layer, stream, dy)
+        return backward(self, layer, stream, dy, **kwargs)
 
     monkeypatch.setattr(MemoryX, "update_sums", capture)
     monkeypatch.setattr(MeshWorker, "op_backward", spy)

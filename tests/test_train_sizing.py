@@ -11,22 +11,24 @@ from wse.fabric.config import MeshConfig, train_config
 from wse.host.cli import main
 
 
-def test_the_default_model_keeps_the_default_cores_but_their_tokens():
+def test_the_default_model_keeps_the_default_cores_but_their_tokens_and_slots():
     """The default cores hold the default model; their tokens grow to a column's share of the
     widest layer's inputs (64 over 4 columns), the weight-gradient pass's tokens, so that
-    pass runs in one block."""
+    pass runs in one block, and their slots to hold every resident value at once: the two
+    layers' activations (16 + 16 a row), the loss's deltas (3) and the gradient pass's 8."""
     sizing = train_config((4, 4), (64, 64, 10), 32)
-    assert sizing.config == MeshConfig(4, 4, n_tok=16) and sizing.blocked == {}
+    assert sizing.config == MeshConfig(4, 4, n_feat=43, n_tok=16) and sizing.blocked == {}
 
 
 def test_cores_grow_to_hold_the_widest_layer_and_the_shard():
     sizing = train_config((4, 4), (64, 512, 512, 10), 32)
-    # n_feat: two regions of 128 slots, the activations of alternate layers (resident)
-    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (256, 128, 128)
+    # n_feat: two regions of 128 slots (the activations of alternate layers), 3 for the loss's
+    # deltas, 8 for the gradient pass's features; n_tok: half of 512 / 4, to fit them
+    assert (sizing.config.n_feat, sizing.config.n_out, sizing.config.n_tok) == (267, 128, 64)
     assert sizing.blocked == {}
-    # 25 tokens a column, 50 a row; two regions of 32 activations a row
+    # 25 tokens a column, 50 a row; two regions of 32 activations a row, 5 deltas, 50 features
     shard = train_config((2, 4), (64, 64, 10), 100)
-    assert (shard.config.n_tok, shard.config.n_feat) == (32, 64)
+    assert (shard.config.n_tok, shard.config.n_feat) == (32, 119)
 
 
 def test_a_layer_the_cores_cannot_hold_runs_in_blocks_and_the_run_says_so():
