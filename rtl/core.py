@@ -187,7 +187,8 @@ class Core(wiring.Component):
             disp.engine_busy.eq(accs.pending | engine.x_pending),
             # an AXPY waits for an earlier CR_ACT's words into its slot (the ones slot reads no X)
             accs.slot.eq(held.slot),
-            disp.x_hazard.eq((accs.writes_slot | engine.x_pending) & ~ones),
+            disp.x_hazard.eq((accs.writes_slot | (engine.x_pending & (engine.x_slot == held.slot)))
+                             & ~ones),
             accs.issue.eq(disp.walk), accs.retire.eq(disp.retire),
             accs.retire_job.eq(disp.retire_job),
             # the gate goes with the buffer, a bit per token in token order (token t is index

@@ -22,21 +22,19 @@ class Dispatcher(wiring.Component):
     the :class:`~rtl.core_read.ReadEngine`), AXPY (walked by the lanes), CR, MASK, TOKENS.
 
     A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
-    and moves the pointer on (past the inactive tokens of a row), once the partial-sum engine
-    is not ``engine_busy`` (a CR_ACT's engine writes ``X`` through the same port); ADDR sets
-    the pointer. TOKENS
-    sets the active tokens and the gate they open (``gate_open``), which every CR restores. An
-    AXPY takes ``max(1, max over lanes of the nonzero gated tokens left)`` cycles: ``walk``
-    while it runs, ``active`` from its second cycle; its first cycle waits while an earlier
-    CR_ACT still writes its slot (``x_hazard``). A READ waits until the MACs and the
-    partial-sum engine are idle, then starts the READ engine and waits while the engine is
-    ``reader_active``. A CR (CR_OUT, CR_ACT) waits while the buffers are ``acc_full``, then
-    retires the active buffer (``retire``, with its job from the CR's output feature); a CR
-    with ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only
-    resets the gate bits. A CR right behind an AXPY (the sorter's ``next``) rides on the
-    AXPY's last cycle: both leave the FIFO at once (``take2``). A MASK of a chunk past
-    ``n_tok`` and an unknown opcode (the sorter's :data:`~rtl.core_input.DROPPED_OP` too) are
-    popped as an error.
+    and moves the pointer on (past the inactive tokens of a row), once the partial-sum engine is
+    not ``engine_busy`` (a CR_ACT's engine writes ``X`` through the same port); ADDR sets the
+    pointer. TOKENS sets the active tokens and the gate they open (``gate_open``), which every
+    CR restores. An AXPY takes ``max(1, max over lanes of the nonzero gated tokens left)``
+    cycles: ``walk`` while it runs, ``active`` from its second cycle; its first cycle waits
+    while an earlier CR_ACT still writes its slot (``x_hazard``). A READ waits until the MACs
+    and the partial-sum engine are idle, then starts the READ engine and waits while the engine
+    is ``reader_active``. A CR (CR_OUT, CR_ACT) waits while the buffers are ``acc_full``, then
+    retires the active buffer (``retire``, with its job from the CR's output feature); a CR with
+    ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only resets the gate bits. A CR
+    right behind an AXPY (the sorter's ``next``) rides on the AXPY's last cycle: both leave the
+    FIFO at once (``take2``). A MASK of a chunk past ``n_tok`` and an unknown opcode (the
+    sorter's :data:`~rtl.core_input.DROPPED_OP` too) are popped as an error.
 
     Latency: combinational from the head (its ``held`` part from flip-flops) to ``take``, the
     lanes' controls and the counts; ``ptr`` and ``active`` are registers.

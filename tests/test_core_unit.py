@@ -778,8 +778,7 @@ def test_a_load_behind_a_cr_act_waits_for_the_engine_and_lands():
     """The output is held back for 150 cycles, so the CR_ACT's words wait in the engine; the
     LOADs right behind it, into the very words the CR_ACT writes and the next, wait (stall
     cycles, not busy ones) until the engine has written them, then land: the READ sees the
-    LOADs' values, not the results. Then the same with an AXPY of that slot behind the
-    LOADs."""
+    LOADs' values, not the results, and so does the AXPY of that slot behind them."""
     params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=2)
     cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[3, -4, 5, 6], [0, 0, 0, 0]]),
             pe_model.weight(params, 256, 0), pe_model.cr(params, 1, act=True),
