@@ -1,6 +1,6 @@
 """The compute core of a processing element: dataflow tasks, zero-skip AXPY, partial sums."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -38,7 +38,8 @@ class Core(wiring.Component):
     (zeroed) buffer and sets every gate bit again; one with ``skip`` (``CrArg``) only sets the
     gate bits: no buffer, so it never waits for one. The engine writes ``Y`` (a CR), sends raw
     totals (a CR_OUT), or writes the ReLU of the results into ``X`` and its masks through the
-    lanes and sends them (a CR_ACT of this row). The counters are a
+    lanes and sends them (a CR_ACT of this row), or the results where the ``X`` words they
+    replace are nonzero and 0 elsewhere (a CR_DELTA of this row). The counters are a
     :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder, or two), read by the READ
     engine. The :class:`OutputRegister` sends the engine's words first, then READ replies.
 
@@ -46,13 +47,14 @@ class Core(wiring.Component):
     command per cycle, an AXPY in ``max(1, max over banks of nonzero gated tokens)`` cycles. A CR
     (not a ``skip``) waits (stall cycles) while every other buffer waits for the engine; a READ
     waits until the MACs and the engine are idle, so it sees every earlier command's effect; a
-    LOAD waits while the engine is busy (a CR_ACT's engine writes ``X`` through the LOAD's
-    port), and an AXPY while an earlier CR_ACT still writes its slot.
+    LOAD waits while the engine is busy (a CR_ACT's or CR_DELTA's engine writes ``X``
+    through the LOAD's port), and an AXPY while an earlier CR_ACT or CR_DELTA still writes its
+    slot.
 
     Bad input (``docs/pe.md``: a slot outside ``X`` but the ones slot, a LOAD or READ outside
     the map, an unknown opcode, a wavelet of a foreign color, a CR for a result slot outside
-    ``Y``, a CR_ACT for one outside ``X``, a MASK of a chunk past ``n_tok``) is dropped;
-    ``errors`` counts it and ``error`` stays set. The core keeps running.
+    ``Y``, a CR_ACT or CR_DELTA for one outside ``X``, a MASK of a chunk past ``n_tok``) is
+    dropped; ``errors`` counts it and ``error`` stays set. The core keeps running.
 
     Parameters
     ----------
@@ -200,6 +202,8 @@ class Core(wiring.Component):
             disp.lanes_done.eq(Cat(lane.done for lane in lanes)),
         ]
         value, zero_value = fmt.operand_from_bits(head.data), held.zero
+        # the mask bit of the X word the engine's result stage replaces (a CR_DELTA keeps by it)
+        m.d.comb += engine.x_kept.eq(Array(lane.x_kept for lane in lanes)[engine.x_bank])
         for b, lane in enumerate(lanes):
             m.d.comb += [
                 lane.ones.eq(ones),

@@ -58,10 +58,10 @@ class AccBuffers(wiring.Component):
     slot : In(range(n_feat))
         The slot of the AXPY at the dispatcher's head.
     writes_slot : Out(1)
-        A retired buffer not yet reduced (waiting, or being reduced) is a CR_ACT's whose
-        result goes into ``X[slot]``: the AXPY must wait (with the engine's result stage,
-        which holds the last word a cycle or more after the buffer is done). From a slot and
-        a flag per buffer, set as it is retired, cleared as the engine is done with it.
+        A retired buffer not yet reduced (waiting, or being reduced) is a CR_ACT's (or CR_DELTA's)
+        whose result goes into ``X[slot]``: the AXPY must wait (with the engine's result stage,
+        which holds the last word a cycle or more after the buffer is done). From a slot and a flag
+        per buffer, set as it is retired, cleared as the engine is done with it.
     full : Out(1)
         Every buffer but the active one waits for the engine.
     pending : Out(1)
@@ -200,8 +200,8 @@ class AccBuffers(wiring.Component):
         return m
 
     def _act_slots(self, m, buf, ebuf):
-        """``writes_slot``: each buffer's CR_ACT flag and ``X`` slot, from its retire (buffer
-        ``buf``) until the engine is done with it (``ebuf``, at ``drain.done``)."""
+        """``writes_slot``: each buffer's CR_ACT (CR_DELTA) flag and ``X`` slot, from its retire
+        (buffer ``buf``) until the engine is done with it (``ebuf``, at ``drain.done``)."""
         n_feat = self.params.n_feat
         act = Signal(self.n_buf)
         slots = [Signal(range(n_feat), name=f"act_slot{k}") for k in range(self.n_buf)]

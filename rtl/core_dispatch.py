@@ -23,17 +23,18 @@ class Dispatcher(wiring.Component):
 
     A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
     and moves the pointer on (past the inactive tokens of a row), once the partial-sum engine is
-    not ``engine_busy`` (a CR_ACT's engine writes ``X`` through the same port); ADDR sets the
-    pointer. TOKENS sets the active tokens and the gate they open (``gate_open``), which every
-    CR restores. An AXPY takes ``max(1, max over lanes of the nonzero gated tokens left)``
-    cycles: ``walk`` while it runs, ``active`` from its second cycle; its first cycle waits
-    while an earlier CR_ACT still writes its slot (``x_hazard``). A READ waits until the MACs
-    and the partial-sum engine are idle, then starts the READ engine and waits while the engine
-    is ``reader_active``. A CR (CR_OUT, CR_ACT) waits while the buffers are ``acc_full``, then
-    retires the active buffer (``retire``, with its job from the CR's output feature); a CR with
-    ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only resets the gate bits. A CR
-    right behind an AXPY (the sorter's ``next``) rides on the AXPY's last cycle: both leave the
-    FIFO at once (``take2``). A MASK of a chunk past ``n_tok`` and an unknown opcode (the
+    not ``engine_busy`` (a CR_ACT's or CR_DELTA's engine writes ``X`` through the same port);
+    ADDR sets the pointer. TOKENS sets the active tokens and the gate they open
+    (``gate_open``), which every CR restores. An AXPY takes ``max(1, max over lanes of the
+    nonzero gated tokens left)`` cycles: ``walk`` while it runs, ``active`` from its second
+    cycle; its first cycle waits while an earlier CR_ACT or CR_DELTA still writes its slot
+    (``x_hazard``). A READ waits until the MACs and the partial-sum engine are idle, then starts
+    the READ engine and waits while the engine is ``reader_active``. A CR (CR_OUT, CR_ACT,
+    CR_DELTA) waits while the buffers are ``acc_full``, then retires the active buffer
+    (``retire``, with its job from the CR's output feature); a CR with ``skip`` (the sorter's
+    :data:`~rtl.core_input.SKIP_OP`) only resets the gate bits. A CR right behind an AXPY (the
+    sorter's ``next``) rides on the AXPY's last cycle: both leave the FIFO at once
+    (``take2``). A MASK of a chunk past ``n_tok`` and an unknown opcode (the
     sorter's :data:`~rtl.core_input.DROPPED_OP` too) are popped as an error.
 
     Latency: combinational from the head (its ``held`` part from flip-flops) to ``take``, the
@@ -55,12 +56,12 @@ class Dispatcher(wiring.Component):
     acc_full : In(1)
         The :class:`~rtl.core_acc.AccBuffers`' ``full``.
     engine_busy : In(1)
-        The partial-sum engine has work: a retired buffer waits for it or is being reduced
-        (the buffers' ``pending``), or a CR_ACT's word waits for the output. A LOAD and a READ
-        wait for it.
+        The partial-sum engine has work: a retired buffer waits for it or is being reduced (the
+        buffers' ``pending``), or a CR_ACT's (CR_DELTA's) word waits for the output. A LOAD and a
+        READ wait for it.
     x_hazard : In(1)
-        An earlier CR_ACT still writes the slot of the AXPY at the head (the lanes' ``X`` and
-        masks): the AXPY waits.
+        An earlier CR_ACT (CR_DELTA) still writes the slot of the AXPY at the head (the lanes' ``X``
+        and masks): the AXPY waits.
     retire : Out(1)
     retire_job : Out(cr_job_layout(rows, n_out, n_feat))
         Hand the active buffer over, with this job (every field driven in every cycle).
@@ -165,7 +166,7 @@ class Dispatcher(wiring.Component):
                 with m.Else():
                     m.d.comb += self.error.eq(1)
             with m.Elif(is_data & ~self.active & self.x_hazard):
-                m.d.comb += self.stall.eq(1)        # an AXPY of a slot a CR_ACT still writes
+                m.d.comb += self.stall.eq(1)        # an AXPY of a slot a CR_ACT/DELTA writes
             with m.Elif(is_data):                                                 # AXPY
                 self._axpy(m, pop, axpy_done)
             with m.Elif(op == ControlOp.ADDR.value):
@@ -177,7 +178,7 @@ class Dispatcher(wiring.Component):
                 with m.Else():
                     m.d.comb += [pop.eq(1), self.busy.eq(1), self.start_read.eq(1)]
             with m.Elif(op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value,
-                                   ControlOp.CR_ACT.value)):
+                                   ControlOp.CR_ACT.value, ControlOp.CR_DELTA.value)):
                 with m.If(self.acc_full):
                     m.d.comb += self.stall.eq(1)
                 with m.Else():
@@ -217,8 +218,10 @@ class Dispatcher(wiring.Component):
             job.slot.eq(Mux(fuse, nxt.job.slot, split.slot)),
             job.owner.eq(Mux(fuse, nxt.job.owner, split.owner)),
             job.raw.eq(Mux(fuse, nxt.job.raw, op == ControlOp.CR_OUT.value)),
-            # a CR_ACT of this row (the sorter holds another row's as a CR)
-            job.act.eq(Mux(fuse, nxt.job.act, op == ControlOp.CR_ACT.value)),
+            # a CR_ACT or CR_DELTA of this row (the sorter holds another row's as a CR)
+            job.act.eq(Mux(fuse, nxt.job.act, op.matches(ControlOp.CR_ACT.value,
+                                                          ControlOp.CR_DELTA.value))),
+            job.delta.eq(Mux(fuse, nxt.job.delta, op == ControlOp.CR_DELTA.value)),
             job.quiet_n.eq(Mux(fuse, nxt.job.quiet_n, cr_arg.quiet_n)),
             job.quiet_s.eq(Mux(fuse, nxt.job.quiet_s, cr_arg.quiet_s)),
         ]

@@ -30,8 +30,9 @@ COMMAND = data.StructLayout({"data": 32, "ctrl": 1, "is_cmd": 1, "is_weight": 1}
 #: The ``op`` the held part gives an entry the dispatcher only drops as an error (no
 #: :class:`~rtl.wavelet.ControlOp` has it: it takes the unknown opcode's branch).
 DROPPED_OP = 15
-#: The ``op`` the held part gives a carriage return with ``skip`` that takes effect (CR, CR_OUT
-#: or CR_ACT alike: it hands no buffer over, so it needs no job and never waits for a buffer).
+#: The ``op`` the held part gives a carriage return with ``skip`` that takes effect (CR, CR_OUT,
+#: CR_ACT or CR_DELTA alike: it hands no buffer over, so it needs no job and never waits for a
+#: buffer).
 SKIP_OP = 14
 #: The ``op`` the held part gives an AXPY of :data:`~rtl.isa.ONES_SLOT` (an AXPY's ``op`` bits
 #: are its slot's top bits, otherwise unused: no bit more in the held part for it).
@@ -41,27 +42,27 @@ assert not {DROPPED_OP, SKIP_OP, ONES_OP} & {o.value for o in ControlOp}
 
 def command_held_layout(params):
     """What the dispatcher decides a command's first cycle from, kept in flip-flops while its
-    entry is the command FIFO's head (``PeekFIFO``'s ``held`` part): the entry's class
-    (``ctrl``, ``is_weight``), a control wavelet's ``op``, an AXPY's ``slot`` as the lanes'
-    feature index, and whether the value (an AXPY's weight, a LOAD's operand) is zero. An AXPY
-    of :data:`~rtl.isa.ONES_SLOT` is held with the ``op`` :data:`ONES_OP` and slot 0. An entry
-    that is only dropped as an error (a foreign color, an AXPY whose slot is outside ``X`` and
-    not the ones slot, a CR of this row with a result slot outside ``Y``, a CR_ACT of this
-    row with one outside ``X``) is held as a control wavelet of opcode :data:`DROPPED_OP`:
-    the same cycle as an unknown opcode (a pop, busy, an error), and 12 bits, 3 LUT-RAM cells
-    a copy instead of 4 on the ECP5. A carriage return with ``skip`` (not dropped) is held as
-    opcode :data:`SKIP_OP`, so the dispatcher knows it from flip-flops too; a CR_ACT of
-    another row as a CR (it is one there)."""
+    entry is the command FIFO's head (``PeekFIFO``'s ``held`` part): the entry's class (``ctrl``,
+    ``is_weight``), a control wavelet's ``op``, an AXPY's ``slot`` as the lanes' feature index, and
+    whether the value (an AXPY's weight, a LOAD's operand) is zero. An AXPY of
+    :data:`~rtl.isa.ONES_SLOT` is held with the ``op`` :data:`ONES_OP` and slot 0. An entry that is
+    only dropped as an error (a foreign color, an AXPY whose slot is outside ``X`` and not the ones
+    slot, a CR of this row with a result slot outside ``Y``, a CR_ACT or CR_DELTA of this row with
+    one outside ``X``) is held as a control wavelet of opcode :data:`DROPPED_OP`: the same cycle as
+    an unknown opcode (a pop, busy, an error), and 12 bits, 3 LUT-RAM cells a copy instead of 4 on
+    the ECP5. A carriage return with ``skip`` (not dropped) is held as opcode :data:`SKIP_OP`, so
+    the dispatcher knows it from flip-flops too; a CR_ACT or CR_DELTA of another row as a CR (it is
+    one there)."""
     return data.StructLayout({"ctrl": 1, "is_weight": 1, "op": ControlOp,
                               "slot": range(params.n_feat), "zero": 1})
 
 
 def cr_ahead_layout(rows, n_out, n_feat):
-    """What the dispatcher sees of the command behind the one it runs: whether it is a
-    carriage return (CR, CR_OUT or CR_ACT, on ``cmd`` or ``weight``) that takes effect (not a
-    CR of this row whose result slot ``o // rows`` is outside ``Y``, ``o >= n_out * rows``,
-    nor a CR_ACT of this row whose slot is outside ``X``, ``o >= n_feat * rows``: errors) and
-    hands its buffer over (``hand``) or, with ``skip``, hands none (``free``), and its job
+    """What the dispatcher sees of the command behind the one it runs: whether it is a carriage
+    return (CR, CR_OUT, CR_ACT or CR_DELTA, on ``cmd`` or ``weight``) that takes effect (not a CR of
+    this row whose result slot ``o // rows`` is outside ``Y``, ``o >= n_out * rows``, nor a CR_ACT
+    or CR_DELTA of this row whose slot is outside ``X``, ``o >= n_feat * rows``: errors) and hands
+    its buffer over (``hand``) or, with ``skip``, hands none (``free``), and its job
     (:func:`~rtl.isa.cr_job_layout`)."""
     return data.StructLayout({"hand": 1, "free": 1,
                               "job": cr_job_layout(rows, n_out, n_feat)})
@@ -282,8 +283,8 @@ class CommandDecode(wiring.Component):
 
     Combinational (latency 0). Bad input: an entry only dropped as an error (a foreign color,
     an AXPY whose slot is outside ``X`` and not :data:`~rtl.isa.ONES_SLOT`, a CR of this row
-    with a result slot outside ``Y``, a CR_ACT of this row with one outside ``X``) gets the
-    ``op`` :data:`DROPPED_OP` and is neither ``hand`` nor ``free``.
+    with a result slot outside ``Y``, a CR_ACT or CR_DELTA of this row with one outside ``X``)
+    gets the ``op`` :data:`DROPPED_OP` and is neither ``hand`` nor ``free``.
 
     Parameters
     ----------
@@ -330,15 +331,17 @@ class CommandDecode(wiring.Component):
         cr_arg, op = data.View(CrArg, control.arg), control.op.as_value()
         o = cr_arg.o
         is_cr, ok, mine = Signal(), Signal(), Signal()
-        is_act = op == ControlOp.CR_ACT.value
+        is_delta = op == ControlOp.CR_DELTA.value
+        is_act = (op == ControlOp.CR_ACT.value) | is_delta     # the owner writes X
         m.d.comb += [
             split.o.eq(o),
             ahead.job.slot.eq(split.slot), ahead.job.owner.eq(split.owner),
             ahead.job.raw.eq(op == ControlOp.CR_OUT.value), ahead.job.act.eq(is_act & mine),
+            ahead.job.delta.eq(is_delta & mine),
             ahead.job.quiet_n.eq(cr_arg.quiet_n), ahead.job.quiet_s.eq(cr_arg.quiet_s),
             is_cr.eq(self.ctrl & (is_cmd | is_weight)
                      & op.matches(ControlOp.CR.value, ControlOp.CR_OUT.value,
-                                  ControlOp.CR_ACT.value)),
+                                  ControlOp.CR_ACT.value, ControlOp.CR_DELTA.value)),
             ahead.hand.eq(is_cr & ok & ~cr_arg.skip), ahead.free.eq(is_cr & ok & cr_arg.skip),
         ]
         row = self.row if self.straps else p.row
@@ -346,7 +349,7 @@ class CommandDecode(wiring.Component):
         # which depend on ``ok``: Verilator would see a combinational loop through it)
         m.d.comb += [
             mine.eq(split.owner == row),
-            # o // rows < n_out (a CR), < n_feat (a CR_ACT); a CR_OUT's is not limited
+            # o // rows < n_out (a CR), < n_feat (a CR_ACT, CR_DELTA); a CR_OUT's is not limited
             ok.eq((op == ControlOp.CR_OUT.value) | ~mine
                   | Mux(is_act, below(o, p.n_feat * p.rows), below(o, p.n_out * p.rows))),
         ]
@@ -355,8 +358,9 @@ class CommandDecode(wiring.Component):
         ones = axpy & (weight.slot == ONES_SLOT)
         dropped = ((~is_cmd & ~is_weight)                                      # foreign
                    | (axpy & ~below(weight.slot, p.n_feat) & ~ones)
-                   | (is_cr & ~ok))                  # CR, CR_ACT with a slot outside Y, X
-        # a CR_ACT of another row is a CR there; one with ``skip`` a skip like any other
+                   | (is_cr & ~ok))        # CR, CR_ACT, CR_DELTA with a slot outside Y, X
+        # a CR_ACT or CR_DELTA of another row is a CR there; one with ``skip`` a skip like any
+        # other
         op_held = Mux(ones, ONES_OP, Mux(is_cr & cr_arg.skip, SKIP_OP,
                                          Mux(is_act & ~mine, ControlOp.CR.value, op)))
         m.d.comb += [

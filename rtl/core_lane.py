@@ -59,8 +59,9 @@ class AxpyLane(wiring.Component):
     Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per feature
     (read combinationally at ``feature``) and the bank's bits of the core's **gate** (a
     register, all ones after reset; ``docs/pe.md``, MASK and TOKENS). A LOAD writes one operand
-    and its mask bit; so does the partial-sum engine's CR_ACT (``x_write``: a second read port
-    of the masks, at ``x_slot``, for its read-modify-write; the write ports are the LOAD's,
+    and its mask bit; so does the partial-sum engine's CR_ACT or CR_DELTA (``x_write``: a
+    second read port of the masks, at ``x_slot``, for its read-modify-write and the bit a
+    CR_DELTA keeps by, ``x_kept``; the write ports are the LOAD's,
     which never runs at once). An AXPY walks the tokens of the slot's mask whose gate bit is
     set, lowest first, one a cycle (``walk``): the first cycle takes ``mask & gate`` (none with
     a zero ``weight``), later ones (``active``) what is left; ``done`` says nothing is left
@@ -103,8 +104,11 @@ class AxpyLane(wiring.Component):
         (whether ``load_value`` is zero: the core has it in flip-flops, the command FIFO's
         held part, so the lane does not work it out again from the value).
     x_write, x_slot, x_index, x_value : In
-        CR_ACT: ``X[x_slot][x_index] := x_value`` and its mask bit (``x_value`` not zero);
-        never with ``load``.
+        CR_ACT, CR_DELTA: ``X[x_slot][x_index] := x_value`` and its mask bit (``x_value`` not
+        zero); never with ``load``.
+    x_kept : Out(1)
+        The mask bit of ``X[x_slot][x_index]`` now (from the engine's mask read port): whether
+        the word a CR_DELTA replaces is nonzero.
     gate_write, gate_arg : In
         MASK: the gate bits of this bank's tokens in chunk ``gate_arg.chunk`` := their bits of
         ``gate_arg.bits`` (``gate_arg.col`` is not looked at: the input sorter filtered it).
@@ -149,6 +153,7 @@ class AxpyLane(wiring.Component):
             "x_slot":       In(range(params.n_feat)),
             "x_index":      In(range(tpb)),
             "x_value":      In(fmt.operand_shape),
+            "x_kept":       Out(1),
             "gate_write":   In(1),
             "gate_arg":     In(MaskArg),
             "gate_reset":   In(1),
@@ -170,7 +175,7 @@ class AxpyLane(wiring.Component):
         masks = m.submodules[f"mask{self.bank}"] = Memory(shape=tpb, depth=p.n_feat, init=[])
         x_rp, x_wp = x.read_port(), x.write_port()
         mask_rp, mask_wp = masks.read_port(domain="comb"), masks.write_port()
-        mask_xp = masks.read_port(domain="comb")          # the engine's CR_ACT, at its slot
+        mask_xp = masks.read_port(domain="comb")  # the engine's CR_ACT/DELTA, at its slot
         mac = m.submodules.mac = Mac(fmt)
         mask = mask_rp.data
 
@@ -200,6 +205,7 @@ class AxpyLane(wiring.Component):
         x_zero = fmt.is_zero(self.x_value)
         m.d.comb += [
             mask_xp.addr.eq(self.x_slot),
+            self.x_kept.eq(mask_xp.data.bit_select(self.x_index, 1)),
             x_wp.addr.eq(Mux(self.x_write, Cat(self.x_index, self.x_slot),
                              Cat(self.load_index, self.feature))),
             x_wp.data.eq(Mux(self.x_write, self.x_value, self.load_value)),

@@ -18,7 +18,7 @@ and of a control wavelet's ``arg``, by opcode::
 
     AddrArg          addr[15:0]                                    ADDR
     ReadArg          addr[15:0]  len[27:16]                        READ
-    CrArg            o[24:0]  quiet_n[25]  quiet_s[26]  skip[27]   CR, CR_OUT, CR_ACT
+    CrArg            o[24:0]  quiet_n[25]  quiet_s[26]  skip[27]   CR, CR_OUT, CR_ACT, CR_DELTA
     SelectArg        col[27:0]                                     SELECT
     MaskArg          bits[15:0]  chunk[21:16]  col[27:22]             MASK
     TokensArg        count[12:0]                                   TOKENS
@@ -123,7 +123,7 @@ MAX_O = (1 << CR_O_BITS) - 1
 
 
 class CrArg(data.Struct):
-    """``arg`` of CR / CR_OUT / CR_ACT: the output feature ``o`` that is complete
+    """``arg`` of CR / CR_OUT / CR_ACT / CR_DELTA: the output feature ``o`` that is complete
     (``slot * rows + owner row``), and what this row may leave out of it (``docs/pe.md``):
     ``quiet_n`` / ``quiet_s``, its engine takes no psum from the north / south neighbour for
     this output (none will come); ``skip``, the row has nothing to do for it: no buffer is
@@ -309,10 +309,11 @@ def cr_job_layout(rows, n_out, n_feat):
     """A carriage return queued for the partial-sum engine: output feature ``o`` split into
     ``slot`` (``o // rows``, kept to the bits of ``range(max(n_out, n_feat))``: the engine
     writes ``Y`` or, for a CR_ACT, ``X`` only when the slot is in it) and ``owner``
-    (``o % rows``), ``raw`` (a CR_OUT), ``act`` (a CR_ACT of the owner row: the result goes
-    into ``X`` and out; on another row a CR_ACT is a CR), and its ``quiet_n`` / ``quiet_s``
-    flags (:class:`CrArg`: no psum from that side)."""
+    (``o % rows``), ``raw`` (a CR_OUT), ``act`` (a CR_ACT or CR_DELTA of the owner row: the
+    result goes into ``X`` and out; on another row either is a CR), ``delta`` (with ``act``: a
+    CR_DELTA, the result kept where the ``X`` word it replaces is nonzero, not its ReLU), and
+    its ``quiet_n`` / ``quiet_s`` flags (:class:`CrArg`: no psum from that side)."""
     return data.StructLayout({"slot": unsigned(max(1, (max(n_out, n_feat) - 1).bit_length())),
                               "owner": unsigned(max(1, (rows - 1).bit_length())),
-                              "raw": unsigned(1), "act": unsigned(1), "quiet_n": unsigned(1),
-                              "quiet_s": unsigned(1)})
+                              "raw": unsigned(1), "act": unsigned(1), "delta": unsigned(1),
+                              "quiet_n": unsigned(1), "quiet_s": unsigned(1)})

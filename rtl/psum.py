@@ -69,20 +69,21 @@ class PsumEngine(wiring.Component):
     rows ``owner <= row < rows - 1``, unless the job's ``quiet_n`` / ``quiet_s`` says none
     come) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner row,
     hands it to a third stage, ``result``, which requantises it into ``Y[slot][t]`` (for a
-    ``CR_ACT``: its ReLU into ``X[slot][t]`` and its nonzero bit, through the lanes, in the
-    cycle ``out`` takes the same word), or, for a ``CR_OUT``, sends it raw on ``out``.
-    ``ACC[t]`` is zero when the buffer comes round again without a clear from here
-    (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless the
-    add waits (its data must hold in the read port; an add into ``result`` waits while a
-    CR_ACT's word there waits for ``out``, and so does an add that sends). Where the sums go
-    (the ``out`` color or a neighbour's) is a register set with the job.
+    ``CR_ACT``: its ReLU into ``X[slot][t]`` and its nonzero bit, through the lanes, in the cycle
+    ``out`` takes the same word; for a ``CR_DELTA`` the same with the requantised word where the
+    ``X`` word it replaces is nonzero, ``x_kept``, and 0 where it is zero), or, for a ``CR_OUT``,
+    sends it raw on ``out``. ``ACC[t]`` is zero when the buffer comes round again without a clear
+    from here (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless
+    the add waits (its data must hold in the read port; an add into ``result`` waits while a
+    CR_ACT's word there waits for ``out``, and so does an add that sends). Where the sums go (the
+    ``out`` color or a neighbour's) is a register set with the job.
 
     Latency: 1 cycle from a job to the first read; a result is written (or sent) the cycle
     after its add. Throughput: one token per cycle while its inputs and the output are ready:
     ``g`` cycles an output of ``g`` gated tokens when the next one is waiting (its first read
     overlaps the last add), ``g + 2`` from idle; an output whose gate is empty takes one cycle
     (two from idle). The core checks a CR before queueing it (a slot outside ``Y``, a
-    CR_ACT's outside ``X``, is an error there).
+    CR_ACT's or CR_DELTA's outside ``X``, is an error there).
 
     Members
     -------
@@ -98,10 +99,15 @@ class PsumEngine(wiring.Component):
     y_write, y_address, y_value : Out
         Write a requantised result into ``Y``, the cycle after its add.
     x_write, x_bank, x_slot, x_index, x_value : Out
-        Write a CR_ACT's result into ``X[x_slot]`` of bank ``x_bank`` at ``x_index`` (and its
-        nonzero bit), in the cycle ``out`` takes it (``x_pending`` and ``out.ready``).
+        Write a CR_ACT's (CR_DELTA's) result into ``X[x_slot]`` of bank ``x_bank`` at ``x_index``
+        (and its nonzero bit), in the cycle ``out`` takes it (``x_pending`` and ``out.ready``).
     x_pending : Out(1)
-        A CR_ACT's result waits in the result stage for ``out``: ``X`` is not written yet.
+        A CR_ACT's (CR_DELTA's) result waits in the result stage for ``out``: ``X`` is not
+        written yet.
+    x_kept : In(1)
+        The nonzero (mask) bit of the ``X`` word the result stage's word replaces (bank
+        ``x_bank``, ``X[x_slot]`` at ``x_index``): a CR_DELTA keeps its result where it is set
+        and writes 0 where it is clear.
     overflow : Out(1)
         A sum overflowed this cycle (saturated; in bf16, became ``±inf`` or NaN from a finite
         value), or the requantisation in the result stage did.
@@ -133,6 +139,7 @@ class PsumEngine(wiring.Component):
             "x_index":   Out(range(params.tpb)),
             "x_value":   Out(fmt.operand_shape),
             "x_pending": Out(1),
+            "x_kept":    In(1),
             "overflow":  Out(1),
         })
 
@@ -149,6 +156,7 @@ class PsumEngine(wiring.Component):
         is_owner = Signal()
         raw = Signal()
         act = Signal()
+        delta = Signal()                             # with ``act``: a CR_DELTA
         color = Signal(COLOR_BITS)                   # where the sums go: out, south or north
         left = Signal(p.n_tok)                       # gated tokens of this output not yet read
         add_token = Signal(range(p.n_tok))           # token in the add stage
@@ -178,7 +186,7 @@ class PsumEngine(wiring.Component):
         fire = Signal()
         # the result stage: its word for ``out`` (a CR_ACT's) goes before the add stage's
         result_free, result_word = self._result(m, fire & is_owner & ~raw, s2, add_token, slot,
-                                                act)
+                                                act, delta)
         x_out = self.x_pending
 
         sent = data.View(Wavelet, self.out.payload)
@@ -194,6 +202,7 @@ class PsumEngine(wiring.Component):
             owner = job.payload.cr.owner
             m.d.sync += [
                 raw.eq(job.payload.cr.raw), act.eq(job.payload.cr.act),
+                delta.eq(job.payload.cr.delta),
                 slot.eq(job.payload.cr.slot),
                 need_n.eq((row > 0) & (row <= owner) & ~job.payload.cr.quiet_n),
                 need_s.eq((row < p.rows - 1) & (row >= owner) & ~job.payload.cr.quiet_s),
@@ -244,19 +253,22 @@ class PsumEngine(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _result(self, m, load, total, token, slot, act):
+    def _result(self, m, load, total, token, slot, act, delta):
         """The owner's result stage, the cycle after the add (a register stage off the adders'
         path): ``total`` requantised into ``Y``, or for a CR_ACT its ReLU into ``X`` as
-        ``out`` takes it. ``load``: the add stage hands it ``total`` (of ``token``, ``slot``,
-        ``act``) now. Returns whether the stage takes a word this cycle (it is empty, holds a
-        ``Y`` word, or ``out`` takes its CR_ACT word) and its ReLU'd word."""
+        ``out`` takes it (for a CR_DELTA the requantised word where ``x_kept``, else 0).
+        ``load``: the add stage hands it ``total`` (of ``token``, ``slot``, ``act``, ``delta``)
+        now. Returns whether the stage takes a word this cycle (it is empty, holds a ``Y`` word,
+        or ``out`` takes its CR_ACT / CR_DELTA word) and that word."""
         p, fmt = self.params, self.params.fmt
         log_tok, log_lanes = p.n_tok.bit_length() - 1, p.lanes.bit_length() - 1
-        pending, is_act, held = Signal(), Signal(), Signal(fmt.acc_shape)
+        pending, is_act, is_delta = Signal(), Signal(), Signal()
+        held = Signal(fmt.acc_shape)
         at = Signal(log_tok + len(slot))             # token, then slot: Y's address
         result, over = fmt.requantise(held, m=m)
         word = Signal(fmt.operand_shape)
-        m.d.comb += word.eq(fmt.relu(result))
+        # the overflow flag below is the requantiser's, whether the word is kept or not
+        m.d.comb += word.eq(Mux(is_delta, Mux(self.x_kept, result, 0), fmt.relu(result)))
         free = ~self.x_pending | self.out.ready
         m.d.comb += [
             self.y_write.eq(pending & ~is_act), self.y_value.eq(result),
@@ -270,6 +282,6 @@ class PsumEngine(wiring.Component):
         with m.If(free):
             m.d.sync += pending.eq(0)
         with m.If(load):
-            m.d.sync += [pending.eq(1), held.eq(total), is_act.eq(act),
+            m.d.sync += [pending.eq(1), held.eq(total), is_act.eq(act), is_delta.eq(delta),
                          at.eq(Cat(token[:log_tok], slot))]
         return free, word

@@ -397,7 +397,9 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     """Between AXPYs, the engine's writes (``x_write``: a word and its mask bit, zero words
     too, into any slot) and LOADs: each AXPY walks the mask as they left it (``nonzero``
     counts it) and multiplies the words they wrote; an AXPY with ``ones`` walks every gated
-    token of the bank whatever ``feature``'s mask holds and multiplies the format's one."""
+    token of the bank whatever ``feature``'s mask holds and multiplies the format's one. In
+    every step ``x_kept`` (the bit a CR_DELTA keeps by) is the mask bit of the word at
+    ``x_slot``, ``x_index``: whether the word there, before this step's write, is nonzero."""
     from wse.fabric import numerics
     from wse.rtl.numfmt import number_format
 
@@ -416,10 +418,13 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     want = np.zeros(tpb, dtype=np.int64)
     steps = [(str(rng.choice(["write", "load", "axpy", "ones"])), int(rng.integers(0, 3)),
               int(rng.integers(0, tpb)), operand()) for _ in range(60)]
-    counts = []
+    counts, kept = [], []
 
     async def bench(ctx):
         for kind, slot, index, value in steps:
+            ctx.set(dut.x_slot, slot)
+            ctx.set(dut.x_index, index)
+            kept.append((ctx.get(dut.x_kept), not numerics.is_zero(f, x[slot, index])))
             if kind in ("write", "load"):
                 if kind == "write":
                     ctx.set(dut.x_write, 1)
@@ -470,6 +475,7 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     simulate(dut, bench)
     assert all(got == n for got, n in counts) and len(counts) > 20
     assert list(acc) == list(want)
+    assert all(got == bit for got, bit in kept) and 10 < sum(bit for _, bit in kept) < 50
 
 
 async def lane_step(ctx, dut, acc):
@@ -626,7 +632,9 @@ def test_acc_buffers_hand_retired_sums_to_the_engine_zeroed_after():
                                                        (4, True, True, False),
                                                        (5, False, False, True),
                                                        (6, True, True, True),
-                                                       (7, False, True, True)])
+                                                       (7, False, True, True),
+                                                       (8, False, False, True),
+                                                       (9, True, False, True)])
 def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     """Row 1 of 3: owner 0 sends acc + south psum north, owner 1 writes requantised
     acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south.
@@ -634,16 +642,22 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     side (as if there were no neighbour there). With ``gated``, each job's gate lets a random
     few of the 4 tokens through (none, now and then): the engine visits those alone. With
     ``acts``, a third of the jobs are CR_ACTs (on the owner row: the ReLU of the requantised
-    sum into ``X`` and out, in the cycle ``out`` takes it; elsewhere a CR's psums) and the
-    output takes a word less often: a result waits for it, and the adds behind it wait."""
+    sum into ``X`` and out, in the cycle ``out`` takes it; elsewhere a CR's psums), outputs 4
+    and 10 CR_DELTAs (the requantised sum where ``x_kept``, the bench's mask bit of the word
+    it replaces, is set, 0 where it is clear: negative results kept) and the output takes a
+    word less often: a result waits for it, and the adds behind it wait."""
     params = CoreParams(n_feat=4, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
     c = params.colors
     dut = PsumEngine(params)
     rng = np.random.default_rng(seed)
     outputs = [(o, ["cr", "raw", "act"][int(rng.integers(0, 3 if acts else 2))])
                for o in range(7 if not acts else 12)]
-    if acts:                                      # outputs 1 and 7 are this row's CR_ACTs
-        outputs = [(o, "act" if o in (1, 7) else kind) for o, kind in outputs]
+    if acts:        # outputs 1 and 7 are this row's CR_ACTs, 4 and 10 its CR_DELTAs
+        outputs = [(o, "act" if o in (1, 7) else "delta" if o in (4, 10) else kind)
+                   for o, kind in outputs]
+    # the mask bit of each word of X (bank, slot, index) a CR_DELTA reads
+    mask = {(b, j, i): bool(v) for (b, j, i), v in np.ndenumerate(
+        np.random.default_rng(100 + seed).random((2, 4, 2)) < 0.5)}
     flags = {o: (tuple(bool(v) for v in rng.random(2) < 0.4) if quiet else (False, False))
              for o, _ in outputs}
     acc = {o: list(rng.integers(-5000, 5000, 4)) for o, _ in outputs}
@@ -663,7 +677,9 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
             if queue:
                 o, kind = queue[0]
                 ctx.set(dut.job.payload, {"cr": {"slot": o // 3, "owner": o % 3,
-                                                 "raw": kind == "raw", "act": kind == "act",
+                                                 "raw": kind == "raw",
+                                                 "act": kind in ("act", "delta"),
+                                                 "delta": kind == "delta",
                                                  "quiet_n": flags[o][0],
                                                  "quiet_s": flags[o][1]},
                                           "gate": gates[o]})
@@ -673,6 +689,8 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
             ctx.set(dut.psum_s.payload, from_s[s] & 0xFFFFFFFF)
             ctx.set(dut.out.ready, bool(rng.random() < (0.4 if acts else 0.6)))
             ctx.set(dut.acc.data, held[ctx.get(dut.acc.add_bank)])
+            ctx.set(dut.x_kept, mask[(ctx.get(dut.x_bank), ctx.get(dut.x_slot),
+                                      ctx.get(dut.x_index))])
             took = bool(queue) and ctx.get(dut.job.ready)
             if ctx.get(dut.acc.read):             # token 0 of the job taken now, or current's
                 source = queue[0][0] if ctx.get(dut.acc.read_next) else current
@@ -686,7 +704,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
                 sent.append((int(word["color"]), int(word["data"])))
             if ctx.get(dut.x_pending):
                 assert ctx.get(dut.out.valid), "a CR_ACT's result not offered"
-                assert int(word_data(ctx)) == ctx.get(dut.x_value) or not taken
+                assert int(word_data(ctx)) == ctx.get(dut.x_value) & 0xFFFFFFFF or not taken
                 waited[0] += not taken
             assert ctx.get(dut.x_write) == (ctx.get(dut.x_pending) and taken)
             if ctx.get(dut.x_write):
@@ -707,6 +725,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
 
     simulate(dut, bench)
     want_sent, want_y, want_x, n, s = [], {}, {}, 0, 0
+    deltas = []                                   # (kept, value) of each CR_DELTA word
     for o, kind in outputs:
         owner = o % 3
         for t in (t for t in range(4) if gates[o] >> t & 1):
@@ -719,9 +738,14 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
                 s += 1
             if owner == 1 and kind == "cr":
                 want_y[(o // 3) * 4 + t] = round(total / 256)
-            elif owner == 1 and kind == "act":
-                want_x[(t % 2, o // 3, t // 2)] = max(0, round(total / 256))
-                want_sent.append((c.out, want_x[(t % 2, o // 3, t // 2)]))
+            elif owner == 1 and kind in ("act", "delta"):
+                at = (t % 2, o // 3, t // 2)
+                if kind == "act":
+                    want_x[at] = max(0, round(total / 256))
+                else:
+                    want_x[at] = round(total / 256) if mask[at] else 0
+                    deltas.append((mask[at], want_x[at]))
+                want_sent.append((c.out, want_x[at] & 0xFFFFFFFF))
             else:
                 color = c.out if owner == 1 else (c.psum_to_n if owner == 0 else c.psum_to_s)
                 want_sent.append((color, total & 0xFFFFFFFF))
@@ -731,5 +755,6 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     assert not quiet or any(any(f) for f in flags.values())
     if acts:
         assert want_x and waited[0] > 0 and 0 in want_x.values()
+        assert any(k and v < 0 for k, v in deltas) and any(not k for k, _ in deltas)
         print(f"psum engine, CR_ACT results under backpressure: {len(want_x)} written, "
               f"{waited[0]} cycles waiting for out")

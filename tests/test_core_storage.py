@@ -203,13 +203,14 @@ def test_acc_buffers_read_zero_after_a_reset():
 
 @pytest.mark.parametrize("n_buf", [2, 4])
 def test_acc_buffers_say_which_slots_retired_cr_acts_write(n_buf):
-    """``writes_slot``: retired buffers of CR_ACTs (and of CRs, which write no ``X``) into
-    random slots, the engine done with one now and then (oldest first): for every slot, the
-    flag says whether a buffer retired and not yet done is a CR_ACT's of it, as a queue of
-    the retired jobs says."""
+    """``writes_slot``: retired buffers of CR_ACTs and CR_DELTAs (``act`` with ``delta``; and of
+    CRs, which write no ``X``) into random slots, the engine done with one now and then (oldest
+    first): for every slot, the flag says whether a buffer retired and not yet done is a CR_ACT's of
+    it, as a queue of the retired jobs says."""
     params = CoreParams(n_feat=6, n_tok=2, n_out=2, lanes=1)
     dut = AccBuffers(params, n_buf)
     rng = np.random.default_rng(n_buf)
+    delta_rng = np.random.default_rng(50 + n_buf)    # a CR_ACT's or a CR_DELTA's
     queue = collections.deque()                # (act, slot) of the retired buffers, oldest first
     checked = []
 
@@ -219,7 +220,8 @@ def test_acc_buffers_say_which_slots_retired_cr_acts_write(n_buf):
             done = bool(queue) and rng.random() < 0.4
             job = (bool(rng.random() < 0.6), int(rng.integers(0, 6)))
             ctx.set(dut.retire, retire)
-            ctx.set(dut.retire_job, {"act": job[0], "slot": job[1]})
+            ctx.set(dut.retire_job, {"act": job[0], "slot": job[1],
+                                     "delta": job[0] and bool(delta_rng.random() < 0.5)})
             ctx.set(dut.drain.done, done)
             for slot in range(6):
                 ctx.set(dut.slot, slot)

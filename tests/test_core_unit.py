@@ -577,7 +577,7 @@ def test_an_engine_visits_only_the_gated_tokens_and_an_empty_gate_costs_a_cycle(
           f"{none} cycles")
 
 
-# Activations (CR_ACT) and the ones slot ----------------------------------------------------------
+# Activations (CR_ACT), deltas (CR_DELTA) and the ones slot ---------------------------------------
 
 def _operands(params, rng, shape, zeros=0.3):
     """Random operands of ``params.fmt``, about ``zeros`` of them zero (in bf16 a few ``-0``,
@@ -603,11 +603,13 @@ def _psums_of(params, cmds, rng):
 
 def _act_stream(params, rng, outputs=20):
     """Outputs of zero to three AXPYs (on any slot of ``X``, the ones slot now and then, a bad
-    slot rarely), MASKs and TOKENS now and then, each closed by a CR, CR_OUT or (half of them)
-    CR_ACT with random ``quiet_n`` / ``quiet_s``, ``skip`` where the row had no AXPY since the
-    last carriage return, and now and then one of this row's with a slot outside ``X`` (a
-    CR_ACT's) or ``Y`` (a CR's), dropped. CR_ACTs write slots the AXPYs behind them read, often
-    while the engine is still at work; READs of ``X`` and LOADs right behind some of them."""
+    slot rarely), MASKs and TOKENS now and then, each closed by a CR, CR_OUT, CR_ACT or
+    CR_DELTA (a third each of the last two) with random ``quiet_n`` / ``quiet_s``, ``skip``
+    where the row had no AXPY since the last carriage return, and now and then one of this
+    row's with a slot outside ``X`` (a CR_ACT's, a CR_DELTA's) or ``Y`` (a CR's), dropped.
+    CR_ACTs and CR_DELTAs write slots the AXPYs behind them read (a CR_DELTA over words the
+    LOADs and CR_ACTs left zero and nonzero), often while the engine is still at work; READs
+    of ``X`` and LOADs right behind some of them."""
     rows, row, n_feat, n_tok = params.rows, params.row, params.n_feat, params.n_tok
     cmds = [pe_model.addr(params, 0), *pe_model.load(params, _operands(params, rng,
                                                                         (n_feat, n_tok)))]
@@ -625,15 +627,15 @@ def _act_stream(params, rng, outputs=20):
             axpys += 1
         if rng.random() < 0.04:           # a bad slot: not X, not the ones slot
             cmds.append(pe_model.weight(params, 1, int(rng.choice([n_feat, 0xFFFE]))))
-        kind = rng.choice(["cr", "raw", "act", "act"])
-        limit = {"cr": params.n_out, "raw": params.n_out, "act": n_feat}[kind]
+        kind = rng.choice(["cr", "raw", "act", "act", "delta", "delta"])
+        limit = {"cr": params.n_out, "raw": params.n_out, "act": n_feat, "delta": n_feat}[kind]
         o = int(rng.integers(0, limit * rows))
         if rng.random() < 0.06 and kind != "raw":      # this row's, outside X or Y: dropped
             o = limit * rows + row
         skip = axpys == 0 and rng.random() < 0.5 and not (kind == "raw" and o % rows == row)
         quiet_n, quiet_s = (bool(v) for v in rng.random(2) < 0.3)
         cmds.append(pe_model.cr(params, o, raw=kind == "raw", act=kind == "act",
-                                quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
+                                delta=kind == "delta", quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
         axpys = 0
         roll = rng.random()
         if roll < 0.15:
@@ -645,22 +647,32 @@ def _act_stream(params, rng, outputs=20):
                    pe_model.read(params, Y_BASE, params.n_out * n_tok)]
 
 
-def _act_words(params, cmds, psums):
-    """How many ``out`` words CR_ACTs send in ``cmds`` and how many AXPYs read a slot a
-    CR_ACT of this row wrote (the golden model, command by command)."""
+def _act_words(params, cmds, psums, kept=None):
+    """How many ``out`` words CR_ACTs and CR_DELTAs send in ``cmds`` and how many AXPYs read a
+    slot one of this row wrote (the golden model, command by command). ``kept``, a list: the
+    CR_DELTA words over a nonzero word of ``X`` (its result) and over a zero one (0) are
+    added to its two entries."""
     model = pe_model.CoreModel(params)
     model.run([], *psums)
     acts = reads = 0
     written = set()
+    writes_x = (ControlOp.CR_ACT.value, ControlOp.CR_DELTA.value)
     for word in cmds:
-        before = len(model.run([word]).get(params.colors.out, []))
         fields = isa.WAVELET.unpack(word)
         data = int(fields["data"])
-        if fields["ctrl"] and isa.CONTROL.unpack(data)["op"] == ControlOp.CR_ACT.value:
-            acts += before
-            o = int(isa.CR_ARG.unpack(isa.CONTROL.unpack(data)["arg"])["o"])
-            if before:
-                written.add(o // params.rows)
+        op = isa.CONTROL.unpack(data)["op"] if fields["ctrl"] else None
+        slot = int(isa.CR_ARG.unpack(isa.CONTROL.unpack(data)["arg"])["o"]) // params.rows
+        old = model.x[slot].copy() if slot < params.n_feat else None
+        gate = model.gate.copy()
+        sent = len(model.run([word]).get(params.colors.out, []))
+        if op in writes_x:
+            acts += sent
+            if sent:
+                written.add(slot)
+            if sent and op == ControlOp.CR_DELTA.value and kept is not None:
+                nonzero = ~numerics.is_zero(params.fmt, old)
+                kept[0] += int((gate & nonzero).sum())
+                kept[1] += int((gate & ~nonzero).sum())
         elif not fields["ctrl"] and fields["color"] == params.colors.weight:
             reads += int(isa.WEIGHT.unpack(data)["slot"]) in written
     return acts, reads
@@ -668,33 +680,35 @@ def _act_words(params, cmds, psums):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_random_streams_with_activation_carriage_returns(seed):
-    """CR_ACTs among CRs and CR_OUTs (:func:`_act_stream`) on each row of three, int16: the
-    owner's ReLU'd results go out and into ``X`` and its masks, and the AXPYs, READs and LOADs
-    behind them see them; random output pacing, 2 to 4 buffers, straps and held copies by
-    seed."""
+    """CR_ACTs and CR_DELTAs among CRs and CR_OUTs (:func:`_act_stream`) on each row of
+    three, int16: the owner's ReLU'd results (CR_ACT) and results kept where ``X`` was nonzero
+    (CR_DELTA) go out and into ``X`` and its masks, and the AXPYs, READs and LOADs behind them
+    see them; random output pacing, 2 to 4 buffers, straps and held copies by seed."""
     rng = np.random.default_rng(1300 + seed)
     row = seed % 3
     n_tok, lanes = [(4, 1), (8, 2), (4, 4), (16, 2)][seed % 4]
     params = CoreParams(n_feat=4, n_tok=n_tok, n_out=3, rows=3, row=row, lanes=lanes)
     cmds = _act_stream(params, rng)
     psums = _psums_of(params, cmds, rng)
-    acts, reads = _act_words(params, cmds, psums)
-    assert row != 0 or acts and reads               # row 0 owns some outputs
+    kept = [0, 0]
+    acts, reads = _act_words(params, cmds, psums, kept)
+    assert row != 0 or acts and reads and all(kept)     # row 0 owns some outputs
     pace = rng.random(4000) < 0.7
     counters, cycles = compare(params, cmds, *psums,
                                ready=lambda cycle: bool(pace[cycle % len(pace)]),
                                core_kwargs={"acc_buffers": int(rng.integers(2, 5)),
                                             "straps": seed % 2 == 1,
                                             "held_copies": 1 + seed // 2 % 2})
-    print(f"CR_ACT stream, row {row} of 3, {n_tok} tokens in {lanes} lanes: {acts} results "
-          f"written and sent, {reads} AXPYs of written slots, {cycles} cycles, "
-          f"{counters['stall_cycles']} stalls")
+    print(f"CR_ACT/CR_DELTA stream, row {row} of 3, {n_tok} tokens in {lanes} lanes: {acts} "
+          f"results written and sent ({kept[0]} deltas kept, {kept[1]} zeroed), {reads} AXPYs "
+          f"of written slots, {cycles} cycles, {counters['stall_cycles']} stalls")
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_random_streams_with_activation_carriage_returns_in_bf16(seed):
     """The same streams in bf16: the ReLU clears every pattern whose sign bit is set, ``-0``
-    included, and a zero result's mask bit is clear."""
+    included, a CR_DELTA keeps negative results where ``X`` was nonzero (a ``-0`` loaded is
+    zero), and a zero result's mask bit is clear."""
     from wse.rtl.numfmt import BFloat16
 
     rng = np.random.default_rng(1400 + seed)
@@ -703,8 +717,9 @@ def test_random_streams_with_activation_carriage_returns_in_bf16(seed):
                         lanes=lanes, fmt=BFloat16())
     cmds = _act_stream(params, rng, outputs=16)
     psums = _psums_of(params, cmds, rng)
-    acts, reads = _act_words(params, cmds, psums)
-    assert acts and reads
+    kept = [0, 0]
+    acts, reads = _act_words(params, cmds, psums, kept)
+    assert acts and reads and all(kept)
     pace = rng.random(4000) < 0.7
     compare(params, cmds, *psums, ready=lambda cycle: bool(pace[cycle % len(pace)]),
             core_kwargs={"straps": seed == 1})
@@ -795,24 +810,82 @@ def test_a_load_behind_a_cr_act_waits_for_the_engine_and_lands():
           f"{counters['stall_cycles']} stall cycles, {cycles} cycles in all")
 
 
+@pytest.mark.parametrize("kind", ["act", "delta"])
 @pytest.mark.parametrize("rows, row", [(1, 0), (3, 1)])
-def test_carriage_return_errors_by_kind_and_row(rows, row):
-    """This row's CR_ACT of a slot past ``X`` (``n_feat`` 2, ``n_out`` 4: slot 2) is dropped
-    where a CR of it is not, a CR of slot 4 is dropped where a CR_ACT of slot 1 is not; on
-    another row a CR_ACT of any slot is a CR (its psums go on)."""
+def test_carriage_return_errors_by_kind_and_row(rows, row, kind):
+    """This row's CR_ACT (CR_DELTA) of a slot past ``X`` (``n_feat`` 2, ``n_out`` 4: slot 2)
+    is dropped where a CR of it is not, a CR of slot 4 is dropped where a CR_ACT (CR_DELTA) of
+    slot 1 is not; on another row a CR_ACT (CR_DELTA) of any slot is a CR (its psums go
+    on)."""
     params = CoreParams(n_feat=2, n_tok=4, n_out=4, rows=rows, row=row)
+    flag = {kind: True}
 
     def mine(k):
         return k * rows + row
 
-    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[1, 2, 3, 4], [5, 6, 7, 8]]),
-            pe_model.weight(params, 256, 0), pe_model.cr(params, mine(2), act=True),
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[1, 2, 3, 4], [5, 0, 7, 8]]),
+            pe_model.weight(params, 256, 0), pe_model.cr(params, mine(2), **flag),
             pe_model.weight(params, 256, 1), pe_model.cr(params, mine(2)),
-            pe_model.cr(params, mine(4)), pe_model.cr(params, mine(1), act=True),
+            pe_model.cr(params, mine(4)), pe_model.cr(params, mine(1), **flag),
             pe_model.read(params, Y_BASE, 16), pe_model.read(params, 0, 8)]
     psums = ()
-    if rows == 3:      # and another row's CR_ACT of slot 3: a CR here
-        cmds[-2:-2] = [pe_model.weight(params, 512, 1), pe_model.cr(params, 9, act=True)]
+    if rows == 3:      # and another row's CR_ACT (CR_DELTA) of slot 3: a CR here
+        cmds[-2:-2] = [pe_model.weight(params, 512, 1), pe_model.cr(params, 9, **flag)]
         psums = (list(range(1, 9)), list(range(20, 28)) + [-5, 6, -7, 8])
     counters, _ = compare(params, cmds, *psums)
     assert counters["errors"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_cr_delta_keeps_its_result_where_x_was_nonzero(fmt):
+    """A CR_DELTA of output 1 (this row's slot 1) under a MASK of five tokens, over an ``X[1]``
+    with zero and nonzero words: of those tokens, the ones whose word of ``X[1]`` is nonzero
+    become the result (``x0``, the weight is one; a negative one kept, no ReLU), the others
+    0, their mask bits following (a kept result that is zero clears its bit); the other three
+    tokens keep their words and bits. The AXPY right behind (weight one, slot 1) reads them
+    while the engine is still at work, and a READ of ``X[1]`` shows them. By hand and against
+    the golden model, with the output held back every other cycle."""
+    from wse.rtl.numfmt import number_format
+
+    params = CoreParams(n_feat=2, n_tok=8, n_out=2, lanes=2, fmt=number_format(fmt))
+    one = numerics.one(params.fmt)
+    x0 = [300, -20, 0, 7, -1, 512, 5, -300]
+    x1 = [1, 2, 3, 0, -5, 0, 7, 0]
+    want_x1 = [300, 2, 0, 0, -1, 0, 5, 0]        # tokens 0, 2, 4, 5, 6 gated; 2's result is 0
+    if params.fmt.is_float:
+        x0, x1, want_x1 = (list(numerics.encode(params.fmt, np.array(v) / 64)[0])
+                           for v in (x0, x1, want_x1))
+    gate = 0b01110101                                          # tokens 0, 2, 4, 5, 6
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [x0, x1]),
+            pe_model.mask(params, 0, gate), pe_model.weight(params, one, 0),
+            pe_model.cr(params, 1, delta=True),
+            pe_model.weight(params, one, 1), pe_model.cr(params, 0),
+            pe_model.read(params, 8, 8), pe_model.read(params, Y_BASE, 8)]
+    word = (lambda w: w & 0xFFFFFFFF) if not params.fmt.is_float else int
+    model = pe_model.CoreModel(params)
+    out = model.run(cmds)[params.colors.out]
+    assert out[:5] == [word(want_x1[t]) for t in range(8) if gate >> t & 1]
+    assert out[5:13] == [word(w) for w in want_x1]
+    assert list(model.x[1]) == want_x1
+    assert list(model.mask[1]) == [1, 1, 0, 0, 1, 0, 1, 0]
+    assert list(model.y[0]) == want_x1           # one times X[1], every token (a new gate)
+    for ready in (lambda cycle: True, lambda cycle: cycle % 2 == 0):
+        _, cycles = compare(params, cmds, ready=ready)
+    print(f"{fmt}: a CR_DELTA of 5 gated tokens over 3 nonzero words, then an AXPY of its "
+          f"slot: {cycles} cycles in all")
+
+
+def test_cr_delta_overflow_counts_where_its_word_is_zeroed():
+    """A requantised result that saturates sets the overflow flag even where the CR_DELTA
+    writes 0 (the ``X`` word it replaces is zero), as the golden model has it; the word and
+    its mask bit stay zero, and the unsaturated tokens are kept."""
+    params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=2)
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[32767, 1, -2, 3], [0, 5, 6, 0]]),
+            pe_model.weight(params, 32767, 0), pe_model.cr(params, 1, delta=True),
+            pe_model.read(params, 4, 4)]
+    model = pe_model.CoreModel(params)
+    out = model.run(cmds)[params.colors.out]
+    assert list(model.x[1]) == [0, 128, -256, 0] and out[:4] == out[4:8]
+    assert model.counters["overflow"] == 1
+    counters, _ = compare(params, cmds)
+    assert counters["overflow"] == 1

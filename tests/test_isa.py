@@ -122,12 +122,12 @@ def test_sizes():
                                                              (2, 100, 8, 7), (1, 1, 1, 1)])
 def test_a_carriage_returns_job_holds_a_slot_of_x_or_y(rows, n_out, n_feat, slot_bits):
     """The engine's job (``cr_job_layout``): the slot wide enough for ``Y`` (a CR) and for
-    ``X`` (a CR_ACT), the owner row, and a bit each for CR_OUT, CR_ACT and the quiet flags;
-    the engine's job adds the gate, a bit a token."""
+    ``X`` (a CR_ACT, a CR_DELTA), the owner row, and a bit each for CR_OUT, CR_ACT (or
+    CR_DELTA), CR_DELTA and the quiet flags; the engine's job adds the gate, a bit a token."""
     job = data.Layout.cast(isa.cr_job_layout(rows, n_out, n_feat))
     assert {name: field.width for name, field in job} == {
         "slot": slot_bits, "owner": max(1, (rows - 1).bit_length()), "raw": 1, "act": 1,
-        "quiet_n": 1, "quiet_s": 1}
+        "delta": 1, "quiet_n": 1, "quiet_s": 1}
     engine = data.Layout.cast(isa.engine_job_layout(rows, n_out, n_feat, 8))
     assert engine.size == job.size + 8
 
