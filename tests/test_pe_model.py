@@ -618,3 +618,39 @@ def test_the_ones_slot_is_a_bias_on_every_gated_token(fmt, one):
     else:
         want = np.where(gated, 3 * one, 0)
     assert m.acc.tolist() == list(want)
+
+
+# CR_DELTA -----------------------------------------------------------------------------------------
+
+def test_cr_delta_keeps_the_result_where_x_was_nonzero():
+    """Row 1 of 2 owns output 3 (slot 1): ``requantise(acc + psum)`` of the gated tokens (0, 1,
+    3) goes into ``X[1]`` and out where the word it replaces is nonzero, 0 where it is zero (no
+    ReLU: a negative result is kept); token 2 keeps its word; a saturated result sets the
+    overflow flag even where its word is zeroed; ``Y`` stays."""
+    p, m = core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)
+    out = m.run([*loaded(p, [[256, -512, 7, 30000], [1, 0, 3, 0]]), weight(p, 256, 0),
+                 mask(p, 0, 0b1011), cr(p, 3, delta=True)],
+                psum_from_n=[128, 0, 32767 * 256])
+    # results 256 (256.5, half to even), -512, 32767 (saturated); X[1] was 1, 0, -, 0
+    assert out[C.out] == [256, 0, 0] and m.x[1].tolist() == [256, 0, 3, 0]
+    assert m.mask[1].tolist() == [True, False, True, False]
+    assert m.counters["overflow"] == 1 and not m.error and not m.y.any()
+    p, m = core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)
+    out = m.run([*loaded(p, [[256, -512, 0, 7], [1, 5, 3, 0]]), weight(p, 256, 0),
+                 cr(p, 3, delta=True)], psum_from_n=[0, 0, 0, 0])
+    assert out[C.out] == [256, -512 & 0xFFFFFFFF, 0, 0] and m.x[1].tolist() == [256, -512, 0, 0]
+    assert m.mask[1].tolist() == [True, True, False, False]       # a kept 0 clears its bit
+    assert m.counters["overflow"] == 0
+
+
+def test_cr_delta_slots_are_checked_against_x_on_the_owner_row_alone():
+    """As a CR_ACT's: this row's CR_DELTA of slot 2 (``n_feat`` 2) is an error, a CR of it is
+    not; on row 0 of 2 a CR_DELTA of row 1's slot 5 is a CR that sends its psums south."""
+    p, m = core(n_feat=2, n_tok=2, n_out=4)
+    m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 0), cr(p, 2, delta=True)])
+    assert m.counters["errors"] == 1 and m.acc.tolist() == [256, 512]
+    m.run([cr(p, 2)])
+    assert m.counters["errors"] == 1 and m.y[2].tolist() == [1, 2]
+    p, m = core(n_feat=2, n_tok=2, n_out=4, rows=2)
+    out = m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 1), cr(p, 11, delta=True)])
+    assert out[C.psum_to_s] == [768, 1024] and not m.error and out[C.out] == []
