@@ -9,8 +9,10 @@ bit: GEMM outputs (requantised and raw), memory read back, and every counter of 
 import numpy as np
 import pytest
 
+from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import predict_cycles
+from wse.fabric.placement import Placement
 from wse.fabric.reference import gemm_reference
 from wse.rtl.core_params import COUNTERS
 from wse.rtl.wavelet import unpack
@@ -210,3 +212,68 @@ def test_masked_gemms_the_gradient_pass(sim, figure):
                 want = [int(v) & 0xFFFFFFFF for o in mine for v in exact[o, c::cfg.cols]]
                 assert got_words[0][got_words[1] == cfg.plan.out(r)].tolist() == want
         assert (exact[program.streamed_outputs] != got.y[program.streamed_outputs]).any()
+
+
+def _resident_step(system, program, check):
+    """Run ``program`` on ``system`` (its tokens set; its ``X`` loaded unless resident) and
+    compare its result with the reference of what it was compiled from."""
+    result = system.gemm(program)
+    want = gemm_reference(program.config, program, program.X)
+    np.testing.assert_array_equal(result.y, want[1] if program.raw else want[0])
+    check(result)
+    return result
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_a_network_stays_on_the_mesh(sim, figure):
+    """2x3 mesh, a 9-12-5 network with its activations and deltas in the cores' X
+    (``docs/mesh.md``, "Resident layers"): layer 1 loads the batch and writes its ReLU into
+    slots 5-10 by CR_ACT with its bias on the ones slot; layer 2 reads them there (no load)
+    and sends raw totals; the delta pass loads the loss's deltas into slots 11-13 and writes
+    ``W2^T dY`` over the activations where they are nonzero (CR_DELTA). Every result, counter
+    and word of every core's X as the golden model's; the cycle model within a few per cent."""
+    rtl, golden = sessions(MESH_2X3, sim)
+    rng = np.random.default_rng(21)
+    cfg = MESH_2X3
+    W1, X = random_gemm(rng, 12, 9, 10, 0.4, 0.2)
+    W2, _ = random_gemm(rng, 5, 12, 10, 0.4)
+    b1, b2 = rng.integers(-4000, 4000, 12), rng.integers(-4000, 4000, 5)
+    dY = rng.integers(-300, 300, (5, 10))
+    i12, i5 = np.arange(12), np.arange(5)
+    mid = Placement(cfg.rows, i12 % 2, 5 + i12 // 2)
+    with rtl, golden:
+        results = {}
+
+        def same(name):
+            def check(result):
+                if name in results:
+                    other = results[name]
+                    np.testing.assert_array_equal(result.y, other.y)
+                    for counter in COUNTERS:
+                        if counter not in TIMED:
+                            np.testing.assert_array_equal(result.counters[counter],
+                                                          other.counters[counter], counter)
+                    assert not result.error and not other.error
+                results[name] = result
+            return check
+
+        for system in (golden, rtl):
+            first = compile_gemm(cfg, W1, X, in_placement=Placement.modulo(9, cfg.rows),
+                                 out_placement=mid, act=True, bias=b1)
+            A = _resident_step(system, first, same("layer 1")).y
+            second = compile_gemm(cfg, W2, A, in_placement=mid, raw=True, bias=b2, load=False)
+            _resident_step(system, second, same("layer 2"))
+            back = compile_gemm(cfg, W2.T, dY, in_placement=Placement(cfg.rows, i5 % 2,
+                                                                       11 + i5 // 2),
+                                out_placement=mid, keep=A != 0)
+            _resident_step(system, back, same("delta"))
+        assert (A == 0).any() and (A != 0).any()
+        x_rtl, x_golden = (s.memcpy_d2h("X", 0, 0, cfg.cols, cfg.rows, cfg.n_feat * cfg.n_tok)
+                           for s in (rtl, golden))
+        np.testing.assert_array_equal(x_rtl, x_golden)
+        for name, program in (("layer 1", first), ("layer 2", second), ("delta", back)):
+            got, model = results[name].cycles, predict_cycles(program)
+            figure(f"resident {name} on the 2x3 {sim} mesh: {got} cycles (cycle model {model}),"
+                   f" {results[name].load_cycles} to set its tokens"
+                   f"{' and load' if program.load else ''}, bit-exact")
+            assert abs(model - got) <= 0.1 * got
