@@ -235,7 +235,8 @@ class System(ABC):
     def gemm(self, program, *, counters=True):
         """Run a compiled ``Y = W @ X`` (a :class:`~wse.fabric.program.GemmProgram` of this
         mesh's configuration, compiled with its ``X``: :func:`~wse.fabric.compiler.compile_gemm`)
-        on this mesh (``docs/mesh.md``): load ``X`` (unless the cores hold it: ``load=False``),
+        on this mesh (``docs/mesh.md``): load ``X`` (set its tokens alone where the cores hold it:
+        ``load=False``),
         stream the weights, read ``Y`` (or collect what leaves during the compute phase: the
         raw totals of a ``raw`` program, the activations of an ``act`` one). Returns a
         :class:`GemmResult`.
@@ -245,7 +246,7 @@ class System(ABC):
         ``overflow`` are the mesh's sticky flags (what training, which calls this often,
         needs). ``ValueError`` for a program of another configuration or without its ``X``."""
         self.check_program(program)
-        load = self.exchange(program.load_streams()) if program.load else None
+        load = self.exchange(program.load_streams())       # a resident program's: its tokens
         before = self.counters() if counters else None
         compute = self.launch(program.streams)
         error, overflow = compute.error, compute.overflow
@@ -268,8 +269,6 @@ class System(ABC):
             y = program.decode_y(program.read_blocks([read.outlets for read in reads]))
             read_cycles = None if any(read.cycles is None for read in reads) else sum(
                 read.cycles for read in reads)
-        # a resident program loads nothing: 0 cycles, where the backend counts cycles
-        load_cycles = load.cycles if load else None if compute.cycles is None else 0
-        return GemmResult(y=y, cycles=compute.cycles, load_cycles=load_cycles,
+        return GemmResult(y=y, cycles=compute.cycles, load_cycles=load.cycles,
                           read_cycles=read_cycles, counters=figures, error=error,
                           overflow=overflow, program=program)

@@ -228,10 +228,11 @@ def _resident_step(system, program, check):
 def test_a_network_stays_on_the_mesh(sim, figure):
     """2x3 mesh, a 9-12-5 network with its activations and deltas in the cores' X
     (``docs/mesh.md``, "Resident layers"): layer 1 loads the batch and writes its ReLU into
-    slots 5-10 by CR_ACT with its bias on the ones slot; layer 2 reads them there (no load)
-    and sends raw totals; the delta pass loads the loss's deltas into slots 11-13 and writes
-    ``W2^T dY`` over the activations where they are nonzero (CR_DELTA). Every result, counter
-    and word of every core's X as the golden model's; the cycle model within a few per cent."""
+    slots 5-10 by CR_ACT with its bias on the ones slot; after a GEMM of other tokens above
+    them (slots 14-15), layer 2 reads them there (no load, its tokens set again) and sends raw
+    totals; the delta pass loads the loss's deltas into slots 11-13 and writes ``W2^T dY``
+    over the activations where they are nonzero (CR_DELTA). Every result, counter and word of
+    every core's X as the golden model's; the cycle model within a few per cent."""
     rtl, golden = sessions(MESH_2X3, sim)
     rng = np.random.default_rng(21)
     cfg = MESH_2X3
@@ -239,7 +240,8 @@ def test_a_network_stays_on_the_mesh(sim, figure):
     W2, _ = random_gemm(rng, 5, 12, 10, 0.4)
     b1, b2 = rng.integers(-4000, 4000, 12), rng.integers(-4000, 4000, 5)
     dY = rng.integers(-300, 300, (5, 10))
-    i12, i5 = np.arange(12), np.arange(5)
+    W4, X4 = random_gemm(rng, 6, 4, 12, 0.3)
+    i12, i5, i4 = np.arange(12), np.arange(5), np.arange(4)
     mid = Placement(cfg.rows, i12 % 2, 5 + i12 // 2)
     with rtl, golden:
         results = {}
@@ -261,6 +263,11 @@ def test_a_network_stays_on_the_mesh(sim, figure):
             first = compile_gemm(cfg, W1, X, in_placement=Placement.modulo(9, cfg.rows),
                                  out_placement=mid, act=True, bias=b1)
             A = _resident_step(system, first, same("layer 1")).y
+            # a GEMM of 12 tokens in between, above the resident slots (as a weight-gradient
+            # pass is): the next resident program sets its own tokens again
+            other = compile_gemm(cfg, W4, X4, raw=True,
+                                 in_placement=Placement(cfg.rows, i4 % 2, 14 + i4 // 2))
+            _resident_step(system, other, same("between"))
             second = compile_gemm(cfg, W2, A, in_placement=mid, raw=True, bias=b2, load=False)
             _resident_step(system, second, same("layer 2"))
             back = compile_gemm(cfg, W2.T, dY, in_placement=Placement(cfg.rows, i5 % 2,
