@@ -10,6 +10,10 @@ SIMS = [pytest.param(sim, marks=pytest.mark.xdist_group(sim)) for sim in ("veril
 #: for the long tests, so that the default suite stays within its time.
 SIMS_ICARUS_SLOW = [SIMS[0], pytest.param("icarus", marks=[pytest.mark.xdist_group("icarus"),
                                                            pytest.mark.slow])]
+#: Both simulators, Verilator's run under ``slow``: for a design no other test builds, whose
+#: Verilator run is mostly its own build (a minute and more), where Icarus compiles in seconds.
+SIMS_VERILATOR_SLOW = [pytest.param("verilator", marks=[pytest.mark.xdist_group("verilator"),
+                                                        pytest.mark.slow]), SIMS[1]]
 
 #: Log lines that carry a test's figures (shown in the run's "figures" section).
 FIGURE = re.compile(r"INFO\s+test\s+(\S.*(?:copies delivered|watchdog said|bit-exact).*)$")

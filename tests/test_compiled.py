@@ -167,6 +167,7 @@ def test_engine_options_are_checked(options, message):
         CompiledSystem(MESH_2X3, **options)
 
 
+@pytest.mark.slow      # about 2 minutes: a second build of the mesh, as a hierarchy
 def test_the_hierarchical_build_runs_cycle_for_cycle_as_the_flat_one(figure):
     exchanges, cycles = check_against(MESH_2X3, seed=12, steps=3, hierarchical=True,
                                       reference=CompiledSystem(MESH_2X3, hierarchical=False))

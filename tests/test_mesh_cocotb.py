@@ -18,7 +18,7 @@ from wse.rtl.core_params import COUNTERS
 from wse.rtl.wavelet import unpack
 from wse.runtime import CocotbSystem, GoldenSystem, SimulationError
 
-from .cocotb_checks import SIMS
+from .cocotb_checks import SIMS, SIMS_VERILATOR_SLOW
 from .gemm_runs import run_gemm
 
 TIMED = {"stall_cycles"}
@@ -98,7 +98,7 @@ def test_random_gemms_on_a_non_square_mesh(sim, figure):
         assert check_gemm(rtl, golden, W, X, figure).overflow
 
 
-@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("sim", SIMS_VERILATOR_SLOW)
 def test_rows_sharing_reply_colors(sim, figure):
     """3x2 mesh with two reply colors, as a mesh of more than 18 rows has them: rows 0 and 2
     share one, so their replies merge on the way south, READs go in two exchanges and raw

@@ -5,7 +5,7 @@ import pytest
 from wse.fpga.boards import BOARDS
 from wse.sim.tile_run import BENCH_MODULE, run_tile_tests
 
-from .cocotb_checks import SIMS, check
+from .cocotb_checks import SIMS, SIMS_VERILATOR_SLOW, check
 
 
 @pytest.mark.parametrize("testcase", ["gemm_sweep", "saturation", "bad_inputs"])
@@ -14,13 +14,13 @@ def test_tile(sim, testcase, figure):
     check(run_tile_tests(sim=sim, testcase=testcase), figure, f"{sim} tile")
 
 
-@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("sim", SIMS_VERILATOR_SLOW)
 def test_tile_in_a_middle_row(sim, figure):
     check(run_tile_tests(sim=sim, testcase="partial_sums", lanes=1, rows=3, row=1, n_out=4),
           figure, f"{sim} tile row 1 of 3")
 
 
-@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("sim", SIMS_VERILATOR_SLOW)
 def test_tile_ignores_another_columns_commands(sim, figure):
     check(run_tile_tests(sim=sim, testcase="select", col=1, cols=3), figure,
           f"{sim} tile column 1 of 3")
