@@ -2,20 +2,28 @@
 
 SwarmX's transports deliver byte messages (:mod:`host.messages`) to :meth:`MeshWorker.handle`;
 every backend (in-process, a local process, a Ray actor) runs this same class, so they compute
-the same bits. Activations stay here between the forward and the backward pass; only logits go
-up to the host, and only reduced gradients leave for MemoryX.
+the same bits. The activations and deltas stay in the mesh's cores between GEMMs where the
+trainer's layout allows (``layout``, :class:`~fabric.config.TrainSizing`; ``docs/mesh.md``,
+"Resident layers"), and a copy of each, as it leaves the mesh, stays here for the
+weight-gradient pass; only logits go up to the host, and only reduced gradients leave for
+MemoryX.
 
 Passes, for layer ``l`` with quantised weights ``W`` (a :class:`~host.layer_stream.LayerStream`)
 and all values in the datapath format (:mod:`host.numbers`; bf16: bit patterns):
 
-- **forward**: ``Z = W @ A`` on the mesh (:func:`fabric.tiling.run_tiled`), ``Y = sat(Z + b)``
-  (bf16: ``bf(fl(Z + b))``; a value made infinite there counts as the pass's overflow),
-  ``A' = relu(Y)`` except for the last layer, whose ``Y`` (the logits) goes to the host;
+- **forward**: ``A' = relu(requantise(W @ A + b))`` on the mesh, written into the cores where
+  the next layer reads it (:meth:`MeshWorker.resident_layer`); the last layer's totals come
+  back raw and are requantised into the logits, which go to the host. Without a layout,
+  ``Z = W @ A`` on the mesh (:func:`fabric.tiling.run_tiled`), then here ``Y = sat(Z + b)``
+  (bf16: ``bf(fl(Z + b))``; a value made infinite there counts as the pass's overflow) and
+  ``A' = relu(Y)``;
 - **backward**: the weight-gradient pass ``dW[o, i] = sum_t dY[o, t] A[i, t]`` for the mask's
   indices on the mesh, as the masked GEMM ``dY @ A^T`` (:func:`fabric.gradient.gradient_gemm`:
   the nonzero deltas stream, the mask gates the MACs, the 32-bit totals stream out raw), and
   ``db = sum_t dY`` here, exactly; then, below the first layer, the delta pass
-  ``dA = W^T @ dY`` on the mesh, masked by the ReLU of the layer below. Gradients leave as
+  ``dA = W^T @ dY`` on the mesh, masked by the ReLU of the layer below (with a layout, on the
+  mesh: written over the layer's activations by CR_DELTA, :meth:`MeshWorker.resident_delta`;
+  the gradient pass's ``A^T`` then goes into the slots above them). Gradients leave as
   SwarmX adds them (:func:`~host.numbers.gradient_sum`: ``int64``, or in bf16 the binary32
   totals as exact sums; a total that is not finite is an error naming the layer).
 
