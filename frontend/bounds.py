@@ -14,8 +14,10 @@ on the CPU:
   ``E`` of the layer's inputs: ``|Y - y| <= sum |Wq| E + r``, with ``r`` the rounding of the
   layer: int16 adds exact products exactly and rounds the total once, ``r = 2**-9`` (a value
   near the saturation at 128 makes the bound infinite); bf16 adds in binary32,
-  ``(n - 1) 2**-24 sum |Wq| (|a| + E)``, rounds to bf16 (``2**-9`` of the total) and rounds the
-  bias's sum twice (``2**-8`` of it);
+  ``(n - 1) 2**-24 sum |Wq| (|a| + E)``, rounds to bf16 (``2**-9`` of the total); the bias
+  is either one more binary32 addend before that rounding (on the mesh, resident layers:
+  ``n 2**-24`` of the sum with it) or added after it and rounded twice (at the edges:
+  ``2**-8`` of the sum): the bound adds both;
 - a ReLU does not widen a bound; the last layer's is the logits';
 - plus the float32 forward pass's difference from that exact one, computed: the weights'
   quantisation and torch's own rounding.
@@ -59,9 +61,12 @@ def logit_bound(compiled, x):
         err = np.abs(Wq) @ E
         if bf16:
             reach = np.abs(Wq) @ (np.abs(a) + E)        # bounds sum |Wq| |A|
-            err += (W.shape[1] - 1) * _U * reach
-            err += 2.0 ** -9 * (reach + err)            # the total rounded to bf16
-            err += 2.0 ** -8 * (np.abs(y) + err)        # bf(fl(Z + b))
+            bias = np.abs(bq)[:, None]
+            # the bias on the mesh: one more binary32 addend, then the one rounding to bf16;
+            # at the edges: added to the rounded total, rounded twice more; either is covered
+            err += (W.shape[1] - 1) * _U * reach + W.shape[1] * _U * (reach + bias)
+            err += 2.0 ** -9 * (reach + bias + err)     # the total rounded to bf16
+            err += 2.0 ** -8 * (np.abs(y) + err)        # bf(fl(Z + b)) at the edges
         else:
             err += 2.0 ** -9
             err = np.where(np.abs(y) + err < 127, err, np.inf)     # saturation possible
