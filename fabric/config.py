@@ -158,8 +158,8 @@ class TrainSizing:
     """What :func:`train_config` chose: the ``config``; for each layer that its cores cannot
     hold whole, why (``blocked``: layer name -> a sentence), empty when every layer's forward
     and delta pass runs as one GEMM; and where the activations stay in the cores' ``X``
-    (``layout``: ``inputs``, for each layer the first slot its inputs occupy, two regions
-    alternating so a layer reads one while it writes the next layer's into the other;
+    (``layout``: ``inputs``, for each layer the first slot its inputs occupy, a region each
+    but for layer 2's, which go over the batch;
     ``deltas``, the first slot of the loss's deltas; ``gradient``, of the weight-gradient
     pass's features. Empty, with ``why_not`` saying why, when they cannot stay and every layer
     loads its input and reads its output back: ``docs/mesh.md``, "Resident layers")."""
@@ -177,9 +177,10 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     and outputs are the delta pass's outputs and inputs) and of the shard (the weight-gradient
     pass's features are the tokens), ``n_tok`` the next power of two of a column's share of
     the widest layer's inputs (the weight-gradient pass's tokens: one block, so its deltas
-    stream once) and of the shard. ``X`` holds the activations of every layer at once, in two
-    regions (layer ``j``'s inputs in region ``j % 2``), then the loss's deltas and the
-    weight-gradient pass's features (:attr:`TrainSizing.layout`); where that takes more than
+    stream once) and of the shard. ``X`` holds the activations of every layer at once (a
+    region for each layer's inputs, layer 2's over the batch: :func:`_regions`), then the
+    loss's deltas and the weight-gradient pass's features (:attr:`TrainSizing.layout`); where
+    that takes more than
     the cores' memory holds at those tokens, the weight-gradient pass's tokens are halved
     until it fits (that pass then runs in blocks). Where the cores' memory cannot hold that
     much (``n_feat * n_tok <= 0x8000``, ``n_out * n_tok <= 0x7F00``, ``docs/pe.md``),
@@ -208,11 +209,10 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     widest = math.ceil(max(*widths, shard) / rows)    # the gradient pass's features: tokens
     # the gradient pass's tokens are a layer's inputs: all of them in one block where the
     # memory allows (the other passes run on their real tokens alone: TOKENS)
-    # the activations stay in X: layer j's inputs in region j % 2, then the loss's deltas and
+    # the activations stay in X (a region for each layer's inputs), then the loss's deltas and
     # the gradient pass's features (the shard's tokens)
-    slots = [math.ceil(w / rows) for w in widths[:-1]]
-    regions = (max(slots[0::2]), max(slots[1::2], default=0), math.ceil(widths[-1] / rows),
-               math.ceil(shard / rows))
+    inputs, regions = _regions([math.ceil(w / rows) for w in widths[:-1]])
+    regions += [math.ceil(widths[-1] / rows), math.ceil(shard / rows)]
     n_tok_grad = _pow2(math.ceil(max(widths[:-1]) / cols))
     while n_tok_grad > n_tok and (min(widest, _MAX_DIM) * n_tok_grad > _Y_WORDS
                                   or n_tok_grad > _MAX_DIM
@@ -242,9 +242,27 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
         why_not = (f"the {rows} rows share {config.plan.reply_colors} reply colors, and a "
                    f"resident layer's owners all send their activations at once")
     first = [0, *itertools.accumulate(regions)]
-    layout = {} if why_not else {"inputs": [first[j % 2] for j in range(len(slots))],
-                                 "deltas": first[2], "gradient": first[3]}
+    layout = {} if why_not else {"inputs": [first[k] for k in inputs],
+                                 "deltas": first[-3], "gradient": first[-2]}
     return TrainSizing(config, blocked, layout, why_not)
+
+
+def _regions(slots):
+    """``(region of each layer's inputs, slots of each region)`` for layers whose inputs take
+    ``slots[j]`` slots a row. A layer reads its inputs while it writes the next layer's, so
+    the two are apart; the delta pass of every layer but the first writes over that layer's
+    inputs where they are nonzero (the ReLU's derivative), so they must still be there: each
+    has a region of its own, except that layer 2's inputs go over the batch (layer 0's,
+    which nothing reads again)."""
+    inputs, regions = [], []
+    for j, n in enumerate(slots):
+        if j == 2:
+            inputs.append(0)
+            regions[0] = max(regions[0], n)
+        else:
+            inputs.append(len(regions))
+            regions.append(n)
+    return inputs, regions
 
 
 def _pow2(n):

@@ -135,9 +135,9 @@ def test_a_resident_layer_needs_the_activations_the_cores_hold():
 
 
 def test_the_sizing_keeps_every_layer_on_the_mesh_or_says_why_not():
-    """Two alternating regions of activations, the loss's deltas (10 over 4 rows) and the
-    gradient pass's features (32 tokens over 4 rows); the gradient pass's tokens halve to
-    make room (512 inputs over 4 columns would be 128)."""
+    """A region for each layer's inputs (layer 2's over the batch), the loss's deltas (10 over
+    4 rows) and the gradient pass's features (32 tokens over 4 rows); the gradient pass's
+    tokens halve to make room (512 inputs over 4 columns would be 128)."""
     sizing = train_config((4, 4), (64, 512, 512, 10), 32)
     assert sizing.layout == {"inputs": [0, 128, 0], "deltas": 256, "gradient": 259}
     assert sizing.why_not == "" and sizing.config.n_feat == 267
@@ -248,3 +248,23 @@ def test_a_resident_backward_pass_gives_the_gradients_of_the_edge_one():
     # apart at a tie; the backward pass given the same forward is the same
     assert on["io_cycles_by_pass"]["delta"] < off["io_cycles_by_pass"]["delta"]
     assert on["io_cycles_by_pass"]["forward"] < off["io_cycles_by_pass"]["forward"]
+
+
+def test_a_deep_network_keeps_every_layers_activations_for_its_delta_pass(monkeypatch):
+    """Four layers on the wavelet-level golden model, whose cores keep their memory between
+    GEMMs as the RTL's do: each delta pass finds its layer's activations where the forward
+    pass left them (layer 3's inputs do not go over layer 1's), so a step ends with the
+    weights of the fast reference, which computes every GEMM from the host's copies."""
+    import wse.runtime
+    from wse.host.train import Trainer, TrainSettings
+    from wse.runtime import GoldenSystem
+
+    def run():
+        with Trainer(TrainSettings(steps=1, hidden=(48, 40, 24))) as trainer:
+            assert trainer.sizing.layout["inputs"] == [0, 16, 0, 28]   # 16, 12, 10, 6 slots
+            trainer.step()
+            return trainer.report()["weights_digest"]
+    fast = run()
+    monkeypatch.setattr(wse.runtime, "open_system",
+                        lambda backend, config, **options: GoldenSystem(config))
+    assert run() == fast
