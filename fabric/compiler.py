@@ -215,7 +215,8 @@ def _check_apart(config, in_placement, out_placement):
                               out_placement.slot_of[out_placement.row_of == r])
         if both.size:
             raise ValueError(f"output features written into X would overwrite inputs: row {r} "
-                             f"holds input and output features at slot {int(both[0])}")
+                             f"holds input and output features at slot {int(both[0])} (give "
+                             f"an out_placement whose slots lie apart from in_placement's)")
 
 
 def _check_placement(name, placement, rows, n, what):
