@@ -29,7 +29,8 @@ from wse.rtl import isa
 from wse.rtl.wavelet import WAVELET_BITS, ControlOp, pack, unpack
 
 from .config import MeshConfig
-from .pe_model import CoreModel, selection
+from .pe_intake import selection
+from .pe_model import CoreModel
 from .program import GemmProgram
 
 __all__ = ["MeshModel"]

@@ -5,7 +5,8 @@ wavelets it says which words the core sends and what ``X``, ``Y`` and the counte
 RTL core (``rtl/core.py``, next) is checked against it bit for bit. The arithmetic is
 :mod:`fabric.numerics`; the wavelet and payload layouts are :mod:`rtl.isa`; the command builders
 (``addr``, ``load``, ``read``, ``select``, ``weight``, ``cr``, ``mask``, ``psums``) are
-:mod:`fabric.pe_commands`, re-exported here for the model's callers.
+:mod:`fabric.pe_commands`, re-exported here for the model's callers; which wavelets a core keeps
+and how it reads their fields, :mod:`fabric.pe_intake`.
 
 Timing model (the choices the RTL comparison must respect):
 
@@ -66,6 +67,7 @@ from wse.rtl.core_params import COUNTER_BASE, COUNTERS, Y_BASE, CoreColors, Core
 from wse.rtl.wavelet import WAVELET_BITS, ControlOp, unpack
 
 from .pe_commands import addr, cr, load, mask, psums, read, select, tokens, weight
+from .pe_intake import decode_fields, selection
 
 __all__ = [
     "Y_BASE", "COUNTER_BASE", "COUNTERS", "CoreColors", "CoreParams", "CoreModel",
@@ -75,7 +77,6 @@ __all__ = [
 
 _WORD = (1 << 32) - 1
 _ADDRESSES = 1 << isa.ADDR_ARG.fields["addr"][1]        # the load pointer and READs wrap here
-_MASK_COL = isa.MASK_ARG.fields["col"][0]       # where a MASK's col starts in its arg
 _CR_OPS = {ControlOp.CR.value, ControlOp.CR_OUT.value, ControlOp.CR_ACT.value,
            ControlOp.CR_DELTA.value}
 _SWITCH_OPS = {ControlOp.NOP.value, ControlOp.ADVANCE.value, ControlOp.RESET.value,
@@ -95,46 +96,6 @@ def axpy_cycles(params: CoreParams, mask_row, gate=None) -> int:
             raise ValueError(f"gate must have shape ({params.n_tok},), not {gate.shape!r}")
         mask = mask & gate
     return max(1, int(mask.reshape(params.tpb, params.lanes).sum(axis=0).max()))
-
-
-def _decode(data: np.ndarray) -> dict[str, list[int]]:
-    """The fields of every way a command's data may be read (:mod:`rtl.isa`), vectorised."""
-    control, weight = isa.CONTROL.unpack(data), isa.WEIGHT.unpack(data)
-    read = isa.READ_ARG.unpack(control["arg"])
-    return {
-        "load": isa.LOAD.unpack(data)["value"].tolist(),
-        "value": weight["value"].tolist(), "slot": weight["slot"].tolist(),
-        "op": control["op"].tolist(),
-        "addr": isa.ADDR_ARG.unpack(control["arg"])["addr"].tolist(),
-        "read_addr": read["addr"].tolist(), "read_len": read["len"].tolist(),
-        **{("o" if k == "o" else f"cr_{k}"): v.tolist()
-           for k, v in isa.CR_ARG.unpack(control["arg"]).items()},
-        "col": isa.SELECT_ARG.unpack(control["arg"])["col"].tolist(),
-        "chunk": isa.MASK_ARG.unpack(control["arg"])["chunk"].tolist(),
-        "bits": isa.MASK_ARG.unpack(control["arg"])["bits"].tolist(),
-        "count": isa.TOKENS_ARG.unpack(control["arg"])["count"].tolist(),
-    }
-
-
-def selection(params: CoreParams, selected: int, color, ctrl, op, col):
-    """``(kept, selected)``: which of a core's wavelets (their ``color``, ``ctrl``, control
-    ``op`` and SELECT ``col`` fields, the latter the whole 28-bit ``arg``, in ramp order) it
-    keeps, starting with column ``selected`` selected, and the column selected after them. A
-    SELECT on ``cmd`` selects its column and is not kept; other ``cmd`` wavelets are kept only
-    while ``params.col`` is selected; a MASK on ``cmd`` or ``weight`` whose column (the top
-    bits of the same ``arg``, :class:`~rtl.isa.MaskArg`) is not ``params.col`` is not kept;
-    every other wavelet is kept."""
-    cmd, mine, kept = params.colors.cmd, params.col, []
-    ours = (cmd, params.colors.weight)                  # the colors a MASK is a command on
-    for k, o, c, a in zip(color, ctrl, op, col):
-        if k == cmd and o and c == ControlOp.SELECT.value:
-            selected = a
-            kept.append(False)
-        elif k in ours and o and c == ControlOp.MASK.value and a >> _MASK_COL != mine:
-            kept.append(False)
-        else:
-            kept.append(k != cmd or selected == mine)
-    return kept, selected
 
 
 class CoreModel:
@@ -201,7 +162,7 @@ class CoreModel:
             if not 0 <= w < 1 << WAVELET_BITS:
                 raise ValueError(f"wavelets must be {WAVELET_BITS}-bit integers, not {w!r}")
         data, color, ctrl = unpack(np.array(words, dtype=np.uint64))
-        fields = _decode(data)
+        fields = decode_fields(data)
         data, color, ctrl = data.tolist(), color.tolist(), ctrl.tolist()
         kept = self._select(color, ctrl, fields)
         for i, col in enumerate(color):

@@ -289,17 +289,7 @@ def test_axpy_lane_walks_nonzero_tokens_into_its_accumulators(tpb):
             assert ctx.get(dut.nonzero) == np.count_nonzero(x[f])
             ctx.set(dut.weight, w)
             ctx.set(dut.zero_weight, w == 0)
-            ctx.set(dut.walk, 1)
-            n = 0
-            while True:
-                ctx.set(dut.active, n > 0)
-                n += 1
-                done = ctx.get(dut.done)
-                await lane_step(ctx, dut, acc)
-                if done:
-                    break
-            cycles.append(n)
-        ctx.set(dut.walk, 0)
+            cycles.append(await lane_walk(ctx, dut, acc))
         for _ in range(3):
             await lane_step(ctx, dut, acc)
 
@@ -372,18 +362,7 @@ def test_axpy_lane_walks_only_the_tokens_its_gate_lets_through(n_tok, lanes, ban
             assert ctx.get(dut.nonzero) == live.sum()
             ctx.set(dut.weight, w)
             ctx.set(dut.zero_weight, 0)
-            ctx.set(dut.walk, 1)
-            n = 0
-            while True:
-                ctx.set(dut.active, n > 0)
-                n += 1
-                done = ctx.get(dut.done)
-                await lane_step(ctx, dut, acc)
-                if done:
-                    break
-            ctx.set(dut.walk, 0)
-            ctx.set(dut.active, 0)
-            got_cycles.append(n)
+            got_cycles.append(await lane_walk(ctx, dut, acc))
         for _ in range(3):
             await lane_step(ctx, dut, acc)
 
@@ -457,17 +436,7 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
                 want[live] += w * row[live]
             ctx.set(dut.weight, w)
             ctx.set(dut.zero_weight, 0)
-            ctx.set(dut.walk, 1)
-            n = 0
-            while True:
-                ctx.set(dut.active, n > 0)
-                n += 1
-                done = ctx.get(dut.done)
-                await lane_step(ctx, dut, acc)
-                if done:
-                    break
-            ctx.set(dut.walk, 0)
-            ctx.set(dut.active, 0)
+            await lane_walk(ctx, dut, acc)
             ctx.set(dut.ones, 0)
         for _ in range(3):
             await lane_step(ctx, dut, acc)
@@ -476,6 +445,24 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     assert all(got == n for got, n in counts) and len(counts) > 20
     assert list(acc) == list(want)
     assert all(got == bit for got, bit in kept) and 10 < sum(bit for _, bit in kept) < 50
+
+
+async def lane_walk(ctx, dut, acc):
+    """One AXPY's walk on an :class:`AxpyLane` (its ``feature``, ``weight`` and ``zero_weight``
+    set): ``walk`` until the lane says ``done``, ``active`` after the first cycle; returns its
+    cycles."""
+    ctx.set(dut.walk, 1)
+    n = 0
+    while True:
+        ctx.set(dut.active, n > 0)
+        n += 1
+        done = ctx.get(dut.done)
+        await lane_step(ctx, dut, acc)
+        if done:
+            break
+    ctx.set(dut.walk, 0)
+    ctx.set(dut.active, 0)
+    return n
 
 
 async def lane_step(ctx, dut, acc):

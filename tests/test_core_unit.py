@@ -735,17 +735,12 @@ def test_cr_act_writes_the_relu_of_its_result_into_x_and_sends_it(fmt):
     from wse.rtl.numfmt import number_format
 
     params = CoreParams(n_feat=2, n_tok=8, n_out=2, lanes=2, fmt=number_format(fmt))
-    one = numerics.one(params.fmt)
     x0 = [300, -20, 0, 7, -1, 512, 5, -300]
     x1 = [1, 2, 3, 0, -5, 6, 7, 8]
     if params.fmt.is_float:
         x0, x1 = (list(numerics.encode(params.fmt, np.array(v) / 64)[0]) for v in (x0, x1))
     gate = 0b01110101                                          # tokens 0, 2, 4, 5, 6
-    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [x0, x1]),
-            pe_model.mask(params, 0, gate), pe_model.weight(params, one, 0),
-            pe_model.cr(params, 1, act=True),
-            pe_model.weight(params, one, 1), pe_model.cr(params, 0),
-            pe_model.read(params, 8, 8), pe_model.read(params, Y_BASE, 8)]
+    cmds = _x_write_commands(params, x0, x1, gate, act=True)
     relu = numerics.relu(params.fmt, x0)
     want_x1 = [int(relu[t]) if gate >> t & 1 else x1[t] for t in range(8)]
     model = pe_model.CoreModel(params)
@@ -848,7 +843,6 @@ def test_cr_delta_keeps_its_result_where_x_was_nonzero(fmt):
     from wse.rtl.numfmt import number_format
 
     params = CoreParams(n_feat=2, n_tok=8, n_out=2, lanes=2, fmt=number_format(fmt))
-    one = numerics.one(params.fmt)
     x0 = [300, -20, 0, 7, -1, 512, 5, -300]
     x1 = [1, 2, 3, 0, -5, 0, 7, 0]
     want_x1 = [300, 2, 0, 0, -1, 0, 5, 0]        # tokens 0, 2, 4, 5, 6 gated; 2's result is 0
@@ -856,11 +850,7 @@ def test_cr_delta_keeps_its_result_where_x_was_nonzero(fmt):
         x0, x1, want_x1 = (list(numerics.encode(params.fmt, np.array(v) / 64)[0])
                            for v in (x0, x1, want_x1))
     gate = 0b01110101                                          # tokens 0, 2, 4, 5, 6
-    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [x0, x1]),
-            pe_model.mask(params, 0, gate), pe_model.weight(params, one, 0),
-            pe_model.cr(params, 1, delta=True),
-            pe_model.weight(params, one, 1), pe_model.cr(params, 0),
-            pe_model.read(params, 8, 8), pe_model.read(params, Y_BASE, 8)]
+    cmds = _x_write_commands(params, x0, x1, gate, delta=True)
     word = (lambda w: w & 0xFFFFFFFF) if not params.fmt.is_float else int
     model = pe_model.CoreModel(params)
     out = model.run(cmds)[params.colors.out]
@@ -889,3 +879,15 @@ def test_cr_delta_overflow_counts_where_its_word_is_zeroed():
     assert model.counters["overflow"] == 1
     counters, _ = compare(params, cmds)
     assert counters["overflow"] == 1
+
+
+def _x_write_commands(params, x0, x1, gate, **kind):
+    """``X[0]`` and ``X[1]`` loaded; under ``gate``, ``X[0]`` times one, closed by a CR_ACT or
+    CR_DELTA (``kind``) of slot 1 (over ``X[1]``), then ``X[1]`` times one into ``Y[0]``;
+    ``X[1]`` and ``Y[0]`` read back."""
+    one = numerics.one(params.fmt)
+    return [pe_model.addr(params, 0), *pe_model.load(params, [x0, x1]),
+            pe_model.mask(params, 0, gate), pe_model.weight(params, one, 0),
+            pe_model.cr(params, 1, **kind),
+            pe_model.weight(params, one, 1), pe_model.cr(params, 0),
+            pe_model.read(params, 8, 8), pe_model.read(params, Y_BASE, 8)]

@@ -584,17 +584,18 @@ def test_cr_act_in_bf16_clears_every_pattern_with_its_sign_bit_set():
     assert numerics.relu(p.fmt, [0x8000, 0xFFC0, 0x7FC0]).tolist() == [0, 0, 0x7FC0]
 
 
-def test_cr_act_slots_are_checked_against_x_on_the_owner_row_alone():
-    """``n_feat`` 2, ``n_out`` 4: this row's CR_ACT of slot 2 is an error (dropped: no psums
-    taken, the accumulators stay), a CR of slot 2 is not; on row 0 of 2 a CR_ACT of row 1's
-    slot 5 is a CR that sends its psums south."""
+@pytest.mark.parametrize("kind", ["act", "delta"])
+def test_cr_act_and_cr_delta_slots_are_checked_against_x_on_the_owner_row_alone(kind):
+    """``n_feat`` 2, ``n_out`` 4: this row's CR_ACT (or CR_DELTA) of slot 2 is an error
+    (dropped: no psums taken, the accumulators stay), a CR of slot 2 is not; on row 0 of 2 a
+    CR_ACT of row 1's slot 5 is a CR that sends its psums south."""
     p, m = core(n_feat=2, n_tok=2, n_out=4)
-    m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 0), cr(p, 2, act=True)])
+    m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 0), cr(p, 2, **{kind: True})])
     assert m.counters["errors"] == 1 and m.acc.tolist() == [256, 512]
     m.run([cr(p, 2)])
     assert m.counters["errors"] == 1 and m.y[2].tolist() == [1, 2]
     p, m = core(n_feat=2, n_tok=2, n_out=4, rows=2)
-    out = m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 1), cr(p, 11, act=True)])
+    out = m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 1), cr(p, 11, **{kind: True})])
     assert out[C.psum_to_s] == [768, 1024] and not m.error and out[C.out] == []
 
 
@@ -641,16 +642,3 @@ def test_cr_delta_keeps_the_result_where_x_was_nonzero():
     assert out[C.out] == [256, -512 & 0xFFFFFFFF, 0, 0] and m.x[1].tolist() == [256, -512, 0, 0]
     assert m.mask[1].tolist() == [True, True, False, False]       # a kept 0 clears its bit
     assert m.counters["overflow"] == 0
-
-
-def test_cr_delta_slots_are_checked_against_x_on_the_owner_row_alone():
-    """As a CR_ACT's: this row's CR_DELTA of slot 2 (``n_feat`` 2) is an error, a CR of it is
-    not; on row 0 of 2 a CR_DELTA of row 1's slot 5 is a CR that sends its psums south."""
-    p, m = core(n_feat=2, n_tok=2, n_out=4)
-    m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 0), cr(p, 2, delta=True)])
-    assert m.counters["errors"] == 1 and m.acc.tolist() == [256, 512]
-    m.run([cr(p, 2)])
-    assert m.counters["errors"] == 1 and m.y[2].tolist() == [1, 2]
-    p, m = core(n_feat=2, n_tok=2, n_out=4, rows=2)
-    out = m.run([*loaded(p, [[1, 2], [3, 4]]), weight(p, 256, 1), cr(p, 11, delta=True)])
-    assert out[C.psum_to_s] == [768, 1024] and not m.error and out[C.out] == []

@@ -230,24 +230,36 @@ def test_the_delta_pass_writes_over_the_activations_where_they_are_nonzero(fmt):
     assert not model.error
 
 
-def test_a_resident_backward_pass_gives_the_gradients_of_the_edge_one():
-    """The same two steps with every activation and delta on the mesh and with every one
-    through the edges: the same gradients (the weights' digest), fewer edge cycles."""
-    from wse.host.train import Trainer, TrainSettings
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_a_resident_backward_pass_gives_the_gradients_of_the_edge_one(fmt):
+    """From the same forward pass, the backward pass with the deltas on the mesh (CR_DELTA over
+    the activations, the gradient pass's features above them) and the one through the edges
+    (the host masks the deltas by the ReLU) give the same gradients and deltas, layer by
+    layer; the resident one moves fewer words through the edges."""
+    from wse.host.layer_stream import LayerStream
 
-    def run(resident):
-        with Trainer(TrainSettings(steps=2, hidden=(48,), batch=16)) as trainer:
-            if not resident:
-                object.__setattr__(trainer.sizing, "layout", {})
-            for _ in range(2):
-                trainer.step()
-            return trainer.report()
-    on, off = run(True), run(False)
-    assert on["resident_layers"] and not off["resident_layers"]
-    # the forward pass adds the bias before requantising, the edge one after: one rounding
-    # apart at a tie; the backward pass given the same forward is the same
-    assert on["io_cycles_by_pass"]["delta"] < off["io_cycles_by_pass"]["delta"]
-    assert on["io_cycles_by_pass"]["forward"] < off["io_cycles_by_pass"]["forward"]
+    rng = np.random.default_rng(7)
+    number = number_format(fmt)
+    sizing = train_config((2, 2), (9, 12, 8, 5), 6, fmt=number)
+    streams = [LayerStream.from_dense(f"fc{j}", number, rng.normal(0, 0.5, (m, n)),
+                                      rng.random((m, n)) < 0.6, rng.normal(0, 0.1, m)).fields()
+               for j, (n, m) in enumerate(((9, 12), (12, 8), (8, 5)))]
+    x = operands(rng, number, (9, 6), 300)
+    resident, edge = MeshWorker(sizing.config), MeshWorker(sizing.config)
+    for j, stream in enumerate(streams):
+        resident.op_forward(j, stream, j == 2, x=x if j == 0 else None, layout=sizing.layout)
+    edge.inputs, edge.active = dict(resident.inputs), dict(resident.active)
+    dy = operands(rng, number, (5, 6), 300, 0.9)
+    for j in reversed(range(3)):
+        last = dy if j == 2 else None
+        on = resident.op_backward(j, streams[j], last, layout=sizing.layout)
+        off = edge.op_backward(j, streams[j], last)
+        np.testing.assert_array_equal(on["dW"], off["dW"])
+        np.testing.assert_array_equal(on["db"], off["db"])
+        if j:
+            np.testing.assert_array_equal(resident.delta, edge.delta)
+            assert on["io_cycles"]["delta"] < off["io_cycles"]["delta"]
+    assert resident.delta is None and edge.delta is None
 
 
 def test_a_deep_network_keeps_every_layers_activations_for_its_delta_pass(monkeypatch):
