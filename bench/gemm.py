@@ -3,7 +3,8 @@
 One measurement point takes a dense random ``W0`` (every weight nonzero), prunes it by magnitude
 to a sparsity ``s`` and runs ``Y = W @ X`` three times on one :class:`~runtime.system.System`: the
 sparse ``W`` (only its nonzeros streamed), the same ``W`` with its zeros streamed as explicit
-weights, and the dense ``W0``. Every result is checked bit for bit against
+weights, and the dense ``W0``, each as the program the cycle model finds fastest
+(:func:`~fabric.tuning.tune_gemm`). Every result is checked bit for bit against
 :func:`fabric.reference.gemm_reference`; the figures say how close the sparse run comes to the
 ideal ``1 / (1 - s)`` speedup and what holds it back. :func:`sweep_gemm` does that for a range of
 sparsities on one System (one simulator build, one dense run) and :func:`plot_sweep` draws it.
@@ -19,10 +20,10 @@ counters, ideal cycles) and ``None`` for every figure derived from cycles.
 import numpy as np
 
 from wse.fabric import numerics
-from wse.fabric.compiler import compile_gemm
 from wse.fabric.config import gemm_config, parse_mesh
 from wse.fabric.cycle_model import predict_cycles, predict_io_cycles
 from wse.fabric.reference import gemm_reference
+from wse.fabric.tuning import tune_gemm
 from wse.rtl.numfmt import number_format
 from wse.rtl.validate import count, number
 from wse.runtime import open_system
@@ -84,7 +85,9 @@ def bench_gemm(*, mesh=(4, 4), sparsity=0.9, out_features=64, in_features=64, to
     """Measure one sparsity (see the module docstring); returns the figures as a dict:
 
     ``cycles`` (compute phase of the sparse GEMM, also as ``compute_cycles``), ``model_cycles``
-    (:mod:`fabric.cycle_model`), ``ideal_cycles`` (useful MACs over the mesh's
+    (:mod:`fabric.cycle_model`), ``default_model_cycles`` (the model's figure for
+    :func:`~fabric.compiler.compile_gemm`'s default program, which the tuner improved on
+    where ``model_cycles`` is lower), ``ideal_cycles`` (useful MACs over the mesh's
     MACs), ``dense_cycles`` (the unpruned ``W0``), ``speedup_vs_dense`` (compute phases),
     ``ideal_speedup`` (the dense GEMM's useful MACs over the sparse one's, ``1 / (1 -
     sparsity)`` with no zero activation), ``io_cycles`` (the sparse GEMM's edge transfers:
@@ -140,8 +143,9 @@ def sweep_gemm(sparsities=SWEEP_SPARSITIES, *, mesh=(4, 4), out_features=64, in_
 
 
 def _run(system, W, X, **kwargs):
-    """``(GemmResult, bit_exact)``: one GEMM and whether it equals the reference."""
-    result = system.gemm(compile_gemm(system.config, W, X, **kwargs))
+    """``(GemmResult, bit_exact)``: one GEMM, its program chosen by the cycle model
+    (:func:`~fabric.tuning.tune_gemm`), and whether it equals the reference."""
+    result = system.gemm(tune_gemm(system.config, W, X, **kwargs))
     if result.error:
         raise RuntimeError(f"the {system.backend} mesh reported an error during a "
                            f"{result.program!r}")
@@ -161,6 +165,7 @@ def _figures(sparse, zeros, dense, X, sparsity, exact):
         "cycles": cycles,
         "compute_cycles": cycles,
         "model_cycles": predict_cycles(program, X),
+        "default_model_cycles": program.tuned["default_cycles"],
         "ideal_cycles": ideal,
         "dense_cycles": dense.cycles,
         "speedup_vs_dense": _ratio(dense.cycles, cycles),

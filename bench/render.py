@@ -1,5 +1,5 @@
-"""Fill the measured figures in README.md, docs/results.md, docs/fpga.md and docs/torch.md from
-``bench/results/*.json``.
+"""Fill the measured figures in README.md, docs/results.md, docs/fpga.md, docs/torch.md and
+docs/mesh.md from ``bench/results/*.json``.
 
     python -m wse.bench.render [--check] [--root DIR]
 
@@ -33,7 +33,7 @@ __all__ = ["BLOCKS", "BLOCK_FIGURES", "DOCUMENTS", "FIGURES", "SOURCES", "Render
            "format_figure", "main", "render", "render_files"]
 
 #: The documents whose figures are generated, relative to the repository's root.
-DOCUMENTS = ("README.md", "docs/results.md", "docs/fpga.md", "docs/torch.md")
+DOCUMENTS = ("README.md", "docs/results.md", "docs/fpga.md", "docs/torch.md", "docs/mesh.md")
 
 
 class Results:

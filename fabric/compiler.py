@@ -29,7 +29,7 @@ SPANS_ABOVE = 0.25
 
 def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_placement=None,
                  balance=True, raw=False, zeros=False, mask=None, spans=None, act=False,
-                 bias=None, load=True, keep=None):
+                 bias=None, load=True, keep=None, order=None):
     """Lay ``Y = W @ X`` out on the mesh of ``config`` (``docs/mesh.md``).
 
     Parameters
@@ -85,6 +85,10 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         ``False`` streams plain CRs to every row, every row reducing every output. ``None``
         (the default): spans when at least :data:`SPANS_ABOVE` of the (output, row) pairs have
         no weight, where they save more engine cycles than their reordering costs.
+    order : sequence of int, optional
+        The outputs in stream order, each once (a permutation of ``range(n_out)``); by
+        default :func:`~.spans.stream_order`. Any order computes the same results; it moves
+        cycles only (:func:`~.tuning.tune_gemm` picks one by the cycle model).
 
     Returns
     -------
@@ -103,7 +107,7 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
                                 n_tokens=n_tokens, in_placement=in_placement,
                                 out_placement=out_placement, balance=balance, raw=raw,
                                 zeros=zeros, mask=mask, spans=spans, act=act, bias=bias,
-                                load=load, keep=keep)
+                                load=load, keep=keep, order=order)
     W = operands(config.fmt, W, "W")
     if not W.shape[0] or not W.shape[1]:
         raise ValueError(f"W must have at least one output and one input feature, not shape "
@@ -111,7 +115,7 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
     return _compile(config, SparseRows.from_dense(W), W, X, n_tokens=n_tokens,
                     in_placement=in_placement, out_placement=out_placement, balance=balance,
                     raw=raw, zeros=zeros, mask=mask, spans=spans, act=act, bias=bias, load=load,
-                    keep=keep)
+                    keep=keep, order=order)
 
 
 def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
@@ -132,7 +136,7 @@ def compile_gemm_csr(config, shape, indptr, indices, values, X=None, **options):
 
 def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_placement=None,
              balance=True, raw=False, zeros=False, mask=None, spans=None, act=False, bias=None,
-             load=True, keep=None):
+             load=True, keep=None, order=None):
     """The program of the nonzero ``weights`` (``W``: the same as a dense matrix, or ``None``)."""
     fmt = config.fmt
     n_out, n_in = weights.shape
@@ -199,12 +203,14 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     if big > isa.MAX_O:
         raise ValueError(f"output features: a carriage return argument of {big} (slot * rows + "
                          f"row) does not fit its {isa.CR_O_BITS} bits")
+    if order is not None:
+        order = _checked_order(order, n_out)
     if not load and X is None:
         raise ValueError("a resident layer (load=False) needs the X the cores hold, for the "
                          "reference and the figures")
     return GemmProgram(config, weights, X, tokens, in_placement, out_placement, bool(raw),
                        bool(zeros), W=W, mask=mask, spans=spans, act=bool(act), bias=bias,
-                       load=bool(load), keep=keep)
+                       load=bool(load), keep=keep, order=order)
 
 
 def _check_apart(config, in_placement, out_placement):
@@ -217,6 +223,22 @@ def _check_apart(config, in_placement, out_placement):
             raise ValueError(f"output features written into X would overwrite inputs: row {r} "
                              f"holds input and output features at slot {int(both[0])} (give "
                              f"an out_placement whose slots lie apart from in_placement's)")
+
+
+def _checked_order(order, n_out):
+    """``order`` as an ``int64`` array; ``ValueError`` unless it names every output once."""
+    try:
+        a = np.asarray(order)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise ValueError(f"order must be a sequence of output indices, not {order!r}")
+    a = a.astype(np.int64)
+    if a.size != n_out or not np.array_equal(np.sort(a), np.arange(n_out)):
+        raise ValueError(f"order must name each of the {n_out} outputs once (a permutation of "
+                         f"0..{n_out - 1}), not {a.size} indices"
+                         + ("" if a.size != n_out else " with repeats or outside that range"))
+    return a
 
 
 def _check_placement(name, placement, rows, n, what):

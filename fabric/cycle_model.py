@@ -17,8 +17,8 @@ The golden model (:mod:`fabric.mesh_model`) says *what* the mesh computes; this 
 - the phase ends when the last engine has sent its last token, plus the drain to the outlets.
 
 It ignores backpressure from full psum FIFOs and the hop-by-hop timing of the weight multicast;
-over the 4x4 sweep of ``wse bench gemm`` it is within about 2 % of the RTL, and the bench prints
-it beside every measured run.
+over the 4x4 sweep of ``wse bench gemm`` it is within a few per cent of the RTL (the largest error
+is in ``docs/results.md``), and the bench prints it beside every measured run.
 
 The edge transfers around a compute phase have models of their own (``docs/mesh.md``, "Edge
 transfers"): :func:`predict_load_cycles` (the ``X`` block of every core through the west
@@ -69,6 +69,10 @@ class CycleModel:
         self.engine = self._engine_tokens(program)
         costs = self._costs(program, program.check_x(X)) + self._bias_costs(program)
         self.cycles, self.busy, self.stall = self._run(program, costs)
+        #: ``(rows, n_out)``: the dispatcher cycles each row spends on each output (its MASKs,
+        #: AXPYs and bias), by output index
+        self.costs = np.empty_like(costs)
+        self.costs[:, self._schedule(program)[0]] = costs
 
     def _bias_costs(self, program):
         """``costs[r, k]`` of the biases: the owner of the ``k``-th output of the schedule

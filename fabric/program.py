@@ -70,6 +70,8 @@ class GemmProgram:
         ``X`` where ``keep`` (the cores' ``X`` is nonzero there), 0 elsewhere, and sent out.
     zeros : bool, zero weights are streamed too.
     spans : bool, each row's carriage returns say which psums it skips (:meth:`cr_flags`).
+    order : (n_out,) int64 or None, the outputs in stream order (:attr:`output_order`).
+    tuned : dict or None, what :func:`~.tuning.tune_gemm` found when it chose this program.
     mask : (n_out, tokens) bool or None: a masked GEMM computes ``Y[o, t]`` only where
         ``mask[o, t]`` (0 elsewhere): each row's stream gates its cores' tokens with MASKs
         before an output's weights (``docs/mesh.md``, "Masked GEMMs").
@@ -80,7 +82,8 @@ class GemmProgram:
     """
 
     def __init__(self, config, weights, X, tokens, in_placement, out_placement, raw, zeros,
-                 W=None, mask=None, spans=True, act=False, bias=None, load=True, keep=None):
+                 W=None, mask=None, spans=True, act=False, bias=None, load=True, keep=None,
+                 order=None):
         self.config = config
         self.weights = weights
         self._W = None if W is None else readonly(W)
@@ -97,7 +100,8 @@ class GemmProgram:
         self.zeros = zeros
         self.mask = None if mask is None else readonly(mask)
         self.spans = bool(spans)
-        self._order = None
+        self._order = None if order is None else readonly(order)
+        self.tuned = None
         self.streams, self.weights_per_row = self._build_streams()
         self.nnz = int(self.weights_per_row.sum())
 
@@ -117,8 +121,8 @@ class GemmProgram:
 
     @property
     def output_order(self):
-        """The outputs in stream order (:func:`~.spans.stream_order`; ``docs/mesh.md``,
-        "Streams")."""
+        """The outputs in stream order: the one given to :func:`~.compiler.compile_gemm`, or
+        :func:`~.spans.stream_order` (``docs/mesh.md``, "Streams")."""
         if self._order is None:
             self._order = readonly(spans.stream_order(self))
         return self._order

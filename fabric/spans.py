@@ -66,14 +66,18 @@ def cr_flags(program, *, unmasked=False):
     return ~runs, quiet_n, quiet_s
 
 
-def stream_order(program):
-    """The outputs in stream order: grouped by owner row, by index within a row, so that psums
-    flow one way for a run of outputs. With ``program.spans`` only the outputs whose weights
-    lie in two rows or more go so; the others (one row's weights, or none: no psum crosses a
-    link, only the owner's engine runs) are dealt evenly among them, round-robin over their
-    owners, so that no row meets a run of its own while the others wait on it."""
+def stream_order(program, owners=None):
+    """The outputs in stream order: grouped by owner row (``owners``: the rows in the order
+    their groups go, ``0 .. rows-1`` by default), by index within a row, so that psums flow one
+    way for a run of outputs. With ``program.spans`` only the outputs whose weights lie in two
+    rows or more go so; the others (one row's weights, or none: no psum crosses a link, only
+    the owner's engine runs) are dealt evenly among them, round-robin over their owners, so
+    that no row meets a run of its own while the others wait on it."""
     owner = program.out_placement.row_of
-    grouped = np.argsort(owner, kind="stable")
+    rank = np.arange(program.config.rows)
+    if owners is not None:
+        rank[np.asarray(owners, dtype=np.int64)] = np.arange(rank.size)
+    grouped = np.argsort(rank[owner], kind="stable")
     if not program.spans:
         return grouped
     alone = weight_rows(program).sum(axis=1) <= 1

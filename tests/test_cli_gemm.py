@@ -22,7 +22,7 @@ BENCH_KEYS = {
     "zeros_streamed_cycles", "utilisation", "psum_overhead_cycles_per_output", "bit_exact",
     "macs_issued", "macs_skipped_weight", "macs_skipped_act", "nnz", "mesh", "shape",
     "sparsity", "act_sparsity", "backend", "format", "limits", "compute_cycles", "io_cycles",
-    "model_io_cycles", "speedup_with_io",
+    "model_io_cycles", "speedup_with_io", "default_model_cycles",
 }
 SMALL = ["--mesh", "2x2", "--out-features", "12", "--in-features", "10", "--tokens", "6"]
 
@@ -63,7 +63,8 @@ def test_gemm_round_trip(operands, tmp_path, raw):
 
 def test_gemm_compiles_once(operands, tmp_path, monkeypatch):
     """The program compiled before the System starts (bad operands fail at once) is the one the
-    System runs: one compile."""
+    System runs: one compile with ``--no-tune``; tuned, every candidate is compiled before and
+    the output says how many and what the tuner found."""
     from wse.fabric.program import GemmProgram
 
     built = []
@@ -75,9 +76,16 @@ def test_gemm_compiles_once(operands, tmp_path, monkeypatch):
 
     monkeypatch.setattr(GemmProgram, "__init__", counted)
     w_path, x_path, W, _ = operands
-    result = invoke("gemm", w_path, x_path, "-o", tmp_path / "Y.npy", "--backend", "golden")
+    result = invoke("gemm", w_path, x_path, "-o", tmp_path / "Y.npy", "--backend", "golden",
+                    "--no-tune")
     assert result.exit_code == 0, result.output
     assert built == [W.shape]
+    assert "program:" not in result.output
+    built.clear()
+    result = invoke("gemm", w_path, x_path, "-o", tmp_path / "Y.npy", "--backend", "golden")
+    assert result.exit_code == 0, result.output
+    assert f"program: the fastest of {len(built)} by the cycle model" in result.output
+    assert len(built) > 1 and set(built) == {W.shape}
 
 
 def big_mesh_gemm(tmp_path, mesh, backend, figure):
@@ -253,6 +261,7 @@ def test_bench_gemm_verilator(figure):
     assert set(figures) == BENCH_KEYS
     assert figures["bit_exact"] is True
     assert 0 < figures["utilisation"] <= 1
+    assert figures["model_cycles"] <= figures["default_model_cycles"]      # tuned
     assert figures["cycles"] < min(figures["dense_cycles"], figures["zeros_streamed_cycles"])
     # every cycle counted: the load of X and the read of Y, as the io model predicts them
     assert figures["compute_cycles"] == figures["cycles"]

@@ -261,7 +261,7 @@ def test_a_killed_runs_socket_folder_goes_with_the_next_run(tmp_path, monkeypatc
 #: ``wse gemm`` holding a simulator's socket folder when it is sent SIGTERM.
 HOLDING = """
 import sys, time, contextlib
-import wse.fabric.compiler, wse.runtime
+import wse.fabric.compiler, wse.fabric.tuning, wse.runtime
 from wse.runtime.wire import Rendezvous
 
 @contextlib.contextmanager
@@ -275,6 +275,7 @@ def holding(*args, **kwargs):
         r.close()
 
 wse.fabric.compiler.compile_gemm = lambda *a, **k: None
+wse.fabric.tuning.tune_gemm = lambda *a, **k: None
 wse.runtime.open_system = holding
 from wse.host.cli import main
 main({args!r})

@@ -14,6 +14,7 @@ from wse.fabric.config import MeshConfig
 from wse.fabric.cycle_model import predict_cycles
 from wse.fabric.placement import Placement
 from wse.fabric.reference import gemm_reference
+from wse.fabric.spans import stream_order
 from wse.rtl.core_params import COUNTERS
 from wse.rtl.wavelet import unpack
 from wse.runtime import CocotbSystem, GoldenSystem, SimulationError
@@ -96,6 +97,16 @@ def test_random_gemms_on_a_non_square_mesh(sim, figure):
         check_gemm(rtl, golden, W, X, figure, zeros=True, balance=False)
         W, X = random_gemm(rng, 6, 8, 12, 0.0, scale=32768)        # saturates
         assert check_gemm(rtl, golden, W, X, figure).overflow
+        # the tuner's pick: packed inputs, spans and outputs not grouped by owner
+        W, X = random_gemm(np.random.default_rng(2), 32, 32, 12, 0.8, 0.2)
+        got = check_gemm(rtl, golden, W, X, figure, tune=True)
+        program = got.program
+        assert program.in_placement.kind == "packed" and program.spans
+        assert not np.array_equal(program.output_order, stream_order(program))
+        default = check_gemm(rtl, golden, W, X, figure)
+        figure(f"mesh 2x3 {sim}: the tuned program {got.cycles} cycles (model "
+               f"{program.tuned['cycles']}), the default {default.cycles} (model "
+               f"{program.tuned['default_cycles']})")
 
 
 @pytest.mark.parametrize("sim", SIMS_VERILATOR_SLOW)
@@ -165,6 +176,12 @@ def test_a_4x4_mesh_runs_a_sparse_64x64_gemm(figure):
         # within a few per cent of the RTL (docs/results.md); not a timing assertion: both are
         # cycle counts of a deterministic simulation
         assert abs(model - got.cycles) <= 0.05 * got.cycles
+        tuned = check_gemm(rtl, golden, W, X, figure, tune=True)
+        model = tuned.program.tuned["cycles"]
+        figure(f"mesh 4x4, the tuned program: {tuned.cycles} cycles (model {model}, the "
+               f"default {got.cycles})")
+        assert abs(model - tuned.cycles) <= 0.05 * tuned.cycles
+        assert tuned.cycles < got.cycles
 
 
 def strip_masks(streams):

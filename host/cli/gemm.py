@@ -49,6 +49,9 @@ __all__ = ["gemm"]
                    "to the operand format.")
 @click.option("--no-balance", is_flag=True,
               help="Input features to rows by index (i % rows), not balanced by nonzeros.")
+@click.option("--no-tune", is_flag=True,
+              help="Run the compiler's default program, not the one the cycle model finds "
+                   "fastest among its placements, spans and output orders.")
 @click.option("--board", "board_name", type=BOARDS,
               default=None, help="--backend board: the board, whose bitstream fixes the cores "
                                  "(its default mesh unless --mesh is given).")
@@ -62,8 +65,8 @@ __all__ = ["gemm"]
               callback=output_file(".fst", "the waveform"), default=None, metavar="FILE.fst",
               help="A simulated RTL backend: record the whole run's waveform (FST) there.")
 @click.pass_context
-def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board_name, port,
-         baud, timeout, waves):
+def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, no_tune, board_name,
+         port, baud, timeout, waves):
     """Y = W @ X on the mesh: W (out x in) and X (in x tokens), integer arrays in the int16
     range, or with --format bf16 any numbers (rounded to bf16, with a warning when they are not
     exactly representable). Saves Y (int16, or float32 holding bf16 values; --raw: the int32 or
@@ -71,6 +74,7 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board
     from wse.fabric import numerics
     from wse.fabric.compiler import compile_gemm
     from wse.fabric.config import gemm_config
+    from wse.fabric.tuning import tune_gemm
     from wse.rtl.core_params import COUNTERS
     from wse.runtime import SimulationError, open_system
 
@@ -126,7 +130,8 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board
                                        f"{X.shape[1]} GEMM does not fit a {mesh[0]}x{mesh[1]} "
                                        f"mesh: {error}") from None
     try:    # compiled once: bad operands fail here, before a simulator or a board starts
-        program = compile_gemm(config, W, X, raw=raw, balance=not no_balance)
+        program = (compile_gemm if no_tune else tune_gemm)(config, W, X, raw=raw,
+                                                           balance=not no_balance)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     with console.status(f"{backend}: {W.shape[0]}x{W.shape[1]} @ {X.shape[0]}x{X.shape[1]} on "
@@ -164,6 +169,10 @@ def gemm(ctx, w_path, x_path, output, mesh, backend, fmt, raw, no_balance, board
         link = " (the bridge's count: serial link included)" if backend == BOARD_BACKEND else ""
         click.echo(f"compute phase: {result.cycles} cycles{link} (ideal {ideal}, utilisation "
                    f"{utilisation}); load {result.load_cycles}, read {result.read_cycles}")
+    if program.tuned:
+        click.echo(f"program: the fastest of {program.tuned['candidates']} by the cycle model "
+                   f"({program.tuned['cycles']} cycles, the default program "
+                   f"{program.tuned['default_cycles']})")
     table = Table(title=f"counters of the compute phase, {mesh[0]}x{mesh[1]} mesh")
     for column in ("counter", "sum", "max per core"):
         table.add_column(column, justify="left" if column == "counter" else "right")
