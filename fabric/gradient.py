@@ -5,6 +5,10 @@ On the mesh it is the masked GEMM ``dY @ X^T`` (``docs/mesh.md``, "Masked GEMMs"
 loads ``X^T`` (the layer's input activations, tokens as the features, the layer's input features
 as the mesh's tokens; a zero activation costs no cycle), gates each output's tokens with the
 layer's mask (a pair outside the mask costs no cycle either) and sends the 32-bit totals out raw.
+A layer with fewer outputs than inputs runs *transposed*, ``dW^T = X @ dY^T`` under the mask's
+transpose: the activations stream as the weights and ``dY^T`` is loaded, the smaller of the two
+operands (the 10 deltas of a batch's logits rather than the 64 or 512 activations); the totals
+are the same sums.
 The host adds the totals of blocks exactly in ``int64``; a block whose 32-bit accumulation
 saturated sets the pass's overflow flag, which the trainer counts and reports
 (``docs/host.md``, "Numerics of the gradient").
@@ -44,12 +48,16 @@ def gradient_mask(shape, rows, cols):
     return None if mask.all() else mask
 
 
-def gradient_gemm(gemm, shape, rows, cols, dY, X):
+def gradient_gemm(gemm, shape, rows, cols, dY, X, *, transposed=None):
     """The gradient at the indices ``rows``, ``cols`` of an ``shape = (n_out, n_in)`` layer, as
     ``gemm(W, X, mask=, totals=True) -> (totals, *figures)`` computes it (a
     :class:`~host.worker.MeshWorker`'s tiled GEMM on its System); returns ``(dW, *figures)``
     with ``dW`` the ``int64`` totals at the indices (bf16: binary32 bit patterns; a zero delta
-    must be ``+0``, as a ``-0`` would stream as a weight).
+    must be ``+0``, as a ``-0`` would stream as a weight). ``transposed``: stream ``X`` and load
+    ``dY^T`` (``True``), or stream ``dY`` and load ``X^T`` (``False``); by default transposed
+    when the layer has fewer outputs than inputs, so that the smaller operand is loaded. In
+    fixed point both give the same totals; in bf16 the two add a pair's products in different
+    orders (which row holds which token), so their roundings can differ.
 
     ``ValueError`` when ``dY`` (``[n_out, T]``) and ``X`` (``[n_in, T]``) do not match the layer
     or each other."""
@@ -60,8 +68,15 @@ def gradient_gemm(gemm, shape, rows, cols, dY, X):
         raise ValueError(f"the gradient of a {n_out}x{n_in} layer needs dY [{n_out}, T] and X "
                          f"[{n_in}, T], not {dY.shape} and {X.shape}")
     mask = gradient_mask(shape, rows, cols)
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    if transposed is None:
+        transposed = n_out < n_in
+    if transposed:
+        G, *figures = gemm(SparseRows.from_dense(X), dY.T, mask=None if mask is None else mask.T,
+                           totals=True)
+        return G[cols, rows], *figures
     G, *figures = gemm(SparseRows.from_dense(dY), X.T, mask=mask, totals=True)
-    return G[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)], *figures
+    return G[rows, cols], *figures
 
 
 def gradient_macs(shape, rows, cols, dY, X):

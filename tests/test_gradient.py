@@ -147,25 +147,30 @@ def test_the_cycle_model_counts_gated_tokens_and_masks():
     assert predict_cycles(program, X) < predict_unmasked_cycles(program, X)
 
 
-def _golden_gradient(config, shape, rows, cols, dY, A):
-    """``(dW, overflow)`` of :func:`gradient_gemm` on the fast golden mesh of ``config``."""
+def _golden_gradient(config, shape, rows, cols, dY, A, transposed=None, streamed=None):
+    """``(dW, overflow)`` of :func:`gradient_gemm` on the fast golden mesh of ``config``;
+    ``streamed`` (a list) gets the shape of each ``W`` the GEMM streams."""
     with GoldenSystem(config, fast=True) as system:
         def gemm(W, X, mask=None, totals=False):
             def block(Wb, Xb, raw, **masked):
                 return run_gemm(system, Wb, Xb, raw=raw, counters=False, **masked)
+            if streamed is not None:
+                streamed.append(W.shape)
             tiled = run_tiled(config, W, X, block, mask=mask, totals=totals)
             return tiled.y, tiled.overflow
 
-        dW, overflow = gradient_gemm(gemm, shape, rows, cols, dY, A)
+        dW, overflow = gradient_gemm(gemm, shape, rows, cols, dY, A, transposed=transposed)
     return dW, overflow
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["dY streamed", "A streamed"])
 @pytest.mark.parametrize("shape, tokens, mesh", [
     ((12, 20), 9, (2, 2)),          # one block
     ((40, 70), 30, (2, 2)),         # tokens (the layer's inputs) in three blocks
     ((10, 16), 75, (2, 1)),         # the batch (the GEMM's features) in two blocks
+    ((30, 6), 12, (2, 2)),          # more outputs than inputs
 ])
-def test_the_gradient_on_the_mesh_is_the_exact_sum(shape, tokens, mesh):
+def test_the_gradient_on_the_mesh_is_the_exact_sum(shape, tokens, mesh, transposed):
     rng = np.random.default_rng(sum(shape) + tokens)
     config = MeshConfig(*mesh, n_feat=16, n_tok=8, n_out=8)
     n_out, n_in = shape
@@ -173,10 +178,27 @@ def test_the_gradient_on_the_mesh_is_the_exact_sum(shape, tokens, mesh):
     A = np.abs(A)                                   # ReLU activations
     mask = rng.random(shape) < 0.1
     rows, cols = np.nonzero(mask)
-    dW, overflow = _golden_gradient(config, shape, rows, cols, dY, A)
+    streamed = []
+    dW, overflow = _golden_gradient(config, shape, rows, cols, dY, A, transposed, streamed)
+    assert streamed == [(n_in, tokens) if transposed else (n_out, tokens)]
     want, beyond = gradient_reference(config.fmt, rows, cols, dY, A)
     np.testing.assert_array_equal(dW, want)
     assert not overflow and not beyond
+
+
+@pytest.mark.parametrize("shape, streams", [((10, 64), "A"), ((64, 64), "dY"), ((64, 10), "dY")])
+def test_the_smaller_operand_is_loaded(shape, streams):
+    """By default a layer with fewer outputs than inputs streams its activations and loads
+    ``dY^T``; any other streams ``dY`` and loads ``A^T``."""
+    rng = np.random.default_rng(0)
+    config = MeshConfig(2, 2, n_feat=16, n_tok=32, n_out=8)
+    n_out, n_in = shape
+    dY, A = sparse(rng, (n_out, 8), 0.5, 3000), np.abs(sparse(rng, (n_in, 8), 0.5, 3000))
+    rows, cols = np.nonzero(rng.random(shape) < 0.3)
+    streamed = []
+    dW, _ = _golden_gradient(config, shape, rows, cols, dY, A, streamed=streamed)
+    assert streamed == [(n_in, 8) if streams == "A" else (n_out, 8)]
+    np.testing.assert_array_equal(dW, gradient_reference(config.fmt, rows, cols, dY, A)[0])
 
 
 def _bf16(rng, shape, density, positive=False):
