@@ -145,11 +145,10 @@ class Tile:
         kind, conn, params = cell["type"], cell["connections"], cell["parameters"]
         name = params.get("MEMID", kind)
         if kind == "$mem_v2":
-            width, size = to_int(params["WIDTH"]), to_int(params["SIZE"])
+            width = to_int(params["WIDTH"])
             n_rd, n_wr = to_int(params["RD_PORTS"]), to_int(params["WR_PORTS"])
             unsupported = [
                 what for what, bad in (
-                    (f"{width}-bit words", width > 64),
                     ("a write port not on the rising clock",
                      any(to_int(params[k]) != (1 << n_wr) - 1
                          for k in ("WR_CLK_ENABLE", "WR_CLK_POLARITY"))),
@@ -163,35 +162,16 @@ class Tile:
             if unsupported:
                 raise ValueError(f"the lanes model has no memory with {unsupported[0]} "
                                  f"({name})")
-            init = to_int(params.get("INIT", "0"))
-            words = [(init >> (i * width)) & mask(width) for i in range(size)]
-            mem = f"mem{k}"
-            self.memories[mem] = (width, size, words, to_int(params.get("OFFSET", "0")))
-            abits = to_int(params["ABITS"])
             clocked = to_int(params["RD_CLK_ENABLE"])
             for p in range(n_rd):
-                data = conn["RD_DATA"][p * width:(p + 1) * width]
-                addr = conn["RD_ADDR"][p * abits:(p + 1) * abits]
-                if (clocked >> p) & 1:
-                    if not (to_int(params["RD_CLK_POLARITY"]) >> p) & 1:
-                        raise ValueError(f"the lanes model has no memory with a read port on "
-                                         f"the falling clock ({name})")
-                    sig = self._signal(f"rd{k}_{p}", width, "state")
-                    node = _Node(f"nx_rd{k}_{p}", "sync_read", cell,
-                                 {"ADDR": addr, "EN": conn["RD_EN"][p:p + 1]})
-                else:
-                    node = _Node(f"rd{k}_{p}", "read", cell, {"ADDR": addr})
-                    sig = self._signal(node.name, width, "comb", node)
-                node.out, node.memory = sig, mem
-                self._drive(data, sig)
-                self.nodes.append(node)
-            for p in range(n_wr):
-                node = _Node(f"wr{k}_{p}", "write", cell, {
-                    "ADDR": conn["WR_ADDR"][p * abits:(p + 1) * abits],
-                    "DATA": conn["WR_DATA"][p * width:(p + 1) * width],
-                    "EN": conn["WR_EN"][p * width:(p + 1) * width]})
-                node.memory, node.width = mem, width
-                self.nodes.append(node)
+                if (clocked >> p) & 1 and not (to_int(params["RD_CLK_POLARITY"]) >> p) & 1:
+                    raise ValueError(f"the lanes model has no memory with a read port on the "
+                                     f"falling clock ({name})")
+            # words wider than a lane's 64 bits: one memory per 64-bit slice of the word, each
+            # with every port (the same addresses and enables, its own bits of the data)
+            for j, lo in enumerate(range(0, width, 64)):
+                suffix = f"_{j}" if width > 64 else ""
+                self._read_memory(k, suffix, cell, lo, min(width, lo + 64))
             return
         if kind in FLOPS:
             width = to_int(params["WIDTH"])
@@ -227,6 +207,39 @@ class Tile:
         self._drive(conn["Y"], node.out)
         self.nodes.append(node)
 
+
+    def _read_memory(self, k, suffix, cell, lo, hi):
+        """Bits ``lo .. hi - 1`` of every word of the memory ``cell`` (the ``k``-th cell), as a
+        memory of the model (``mem{k}{suffix}``) with its read and write ports."""
+        conn, params = cell["connections"], cell["parameters"]
+        width, size = to_int(params["WIDTH"]), to_int(params["SIZE"])
+        n_rd, n_wr = to_int(params["RD_PORTS"]), to_int(params["WR_PORTS"])
+        abits, clocked = to_int(params["ABITS"]), to_int(params["RD_CLK_ENABLE"])
+        part = hi - lo
+        init = to_int(params.get("INIT", "0"))
+        words = [(init >> (i * width + lo)) & mask(part) for i in range(size)]
+        mem = f"mem{k}{suffix}"
+        self.memories[mem] = (part, size, words, to_int(params.get("OFFSET", "0")))
+        for p in range(n_rd):
+            data = conn["RD_DATA"][p * width + lo:p * width + hi]
+            addr = conn["RD_ADDR"][p * abits:(p + 1) * abits]
+            if (clocked >> p) & 1:
+                sig = self._signal(f"rd{k}{suffix}_{p}", part, "state")
+                node = _Node(f"nx_rd{k}{suffix}_{p}", "sync_read", cell,
+                             {"ADDR": addr, "EN": conn["RD_EN"][p:p + 1]})
+            else:
+                node = _Node(f"rd{k}{suffix}_{p}", "read", cell, {"ADDR": addr})
+                sig = self._signal(node.name, part, "comb", node)
+            node.out, node.memory = sig, mem
+            self._drive(data, sig)
+            self.nodes.append(node)
+        for p in range(n_wr):
+            node = _Node(f"wr{k}{suffix}_{p}", "write", cell, {
+                "ADDR": conn["WR_ADDR"][p * abits:(p + 1) * abits],
+                "DATA": conn["WR_DATA"][p * width + lo:p * width + hi],
+                "EN": conn["WR_EN"][p * width + lo:p * width + hi]})
+            node.memory, node.width = mem, part
+            self.nodes.append(node)
     def _runs(self, bits):
         """``bits`` as runs: ``("const", value, n)`` or ``("sig", name, offset, n)``."""
         runs = []

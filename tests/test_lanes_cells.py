@@ -513,6 +513,75 @@ def test_memories_of_one_bit_and_wider(tmp_path, flags):
     assert not bad, f"{len(bad)}: " + "; ".join(bad[:3])
 
 
+@pytest.mark.parametrize("flags", FLAGS)
+def test_a_memory_wider_than_a_lane_is_cut_into_64_bit_slices(tmp_path, flags):
+    """A memory of 100-bit words (a FIFO of carriage-return jobs with a 64-token gate) is two
+    memories of the model, bits 0..63 and 64..99, each with every port: a synchronous read with
+    an enable, a combinational one (through two ``$dff`` of 50 bits) and a write with enables
+    bit by bit; read and written, they act as the one memory."""
+    rng = random.Random(11)
+    net, width, size, abits = Netlist(), 100, 6, 3
+    init = [rng.getrandbits(width) for _ in range(size)]
+    ra, ca, wa = (net.input(name, abits) for name in ("ra", "ca", "wa"))
+    wd, flags_in = net.input("wd", width), net.input("f", 8)
+    we = [rng.choice(flags_in) for _ in range(width)]
+    ren = flags_in[0]
+    sync_data, comb_data, clk = net.bits(width), net.bits(width), net.bits(1)[0]
+    params = {"MEMID": "\\\\wide", "WIDTH": binary(32, width), "SIZE": binary(32, size),
+              "ABITS": binary(32, abits), "OFFSET": binary(32, 0),
+              "INIT": "".join(binary(width, w) for w in reversed(init)),
+              "RD_PORTS": binary(32, 2), "WR_PORTS": binary(32, 1),
+              "RD_CLK_ENABLE": "01", "RD_CLK_POLARITY": "01", "RD_TRANSPARENCY_MASK": "00",
+              "RD_COLLISION_X_MASK": "00", "RD_WIDE_CONTINUATION": "00",
+              "RD_CE_OVER_SRST": "00", "RD_ARST_VALUE": "x" * (2 * width),
+              "RD_SRST_VALUE": "x" * (2 * width), "RD_INIT_VALUE": "x" * (2 * width),
+              "WR_CLK_ENABLE": "1", "WR_CLK_POLARITY": "1", "WR_PRIORITY_MASK": "0",
+              "WR_WIDE_CONTINUATION": "0"}
+    net.cells["wide"] = {"type": "$mem_v2", "parameters": params, "connections": {
+        "RD_CLK": [clk, "x"], "RD_EN": [ren, "1"], "RD_ARST": ["0", "0"], "RD_SRST": ["0", "0"],
+        "RD_ADDR": ra + ca, "RD_DATA": sync_data + comb_data, "WR_CLK": [clk], "WR_EN": we,
+        "WR_ADDR": wa, "WR_DATA": wd}}
+    for k, lo in enumerate((0, 50)):
+        q = net.bits(50)
+        net.cells[f"dff{k}"] = {"type": "$dff", "parameters": {
+            "WIDTH": binary(32, 50), "CLK_POLARITY": "1"},
+            "connections": {"CLK": [clk], "D": comb_data[lo:lo + 50], "Q": q}}
+        net.ports[f"q{k}"] = {"direction": "output", "bits": q}
+    values, state = {}, {}
+    for lane in range(LANES):
+        lane_values = {"ra": rng.randrange(size), "ca": rng.randrange(size),
+                       "wa": rng.randrange(size), "wd": rng.getrandbits(width),
+                       "f": rng.getrandbits(8)}
+        for name, value in lane_values.items():
+            if name == "wd":           # an input wider than 64 bits comes in 64-bit limbs
+                values["in_strap_wd_0", lane] = value & (1 << 64) - 1
+                values["in_strap_wd_1", lane] = value >> 64
+            else:
+                values[f"in_strap_{name}", lane] = value
+        for j in range(2):
+            state[f"rd0_{j}_0", lane] = rng.getrandbits(64 if j == 0 else 36)
+    tile = Tile(net.module())
+    assert sorted(tile.memories) == ["mem0_0", "mem0_1"]
+    assert [tile.memories[m][0] for m in ("mem0_0", "mem0_1")] == [64, 36]
+    regs, words = run_clocked(net.module(), values, state, tmp_path, flags)
+    bad = []
+    for lane in range(LANES):
+        get = {name: values[f"in_strap_{name}", lane] for name in ("ra", "ca", "wa", "f")}
+        data = values["in_strap_wd_0", lane] | values["in_strap_wd_1", lane] << 64
+        enable = sum((get["f"] >> flags_in.index(bit) & 1) << i for i, bit in enumerate(we))
+        old = state["rd0_0_0", lane] | state["rd0_1_0", lane] << 64
+        sync = init[get["ra"]] if get["f"] & 1 else old
+        after = list(init)
+        after[get["wa"]] = (init[get["wa"]] & ~enable) | (data & enable)
+        got_sync = regs["rd0_0_0"][lane] | regs["rd0_1_0"][lane] << 64
+        got_comb = regs["q1"][lane] | regs["q2"][lane] << 50      # the $dffs are cells 1, 2
+        got_words = [words["mem0_0"][a][lane] | words["mem0_1"][a][lane] << 64
+                     for a in range(size)]
+        if (got_sync, got_comb, got_words) != (sync, init[get["ca"]], after):
+            bad.append(f"lane {lane}")
+    assert not bad, f"{len(bad)} lanes differ: " + ", ".join(bad[:5])
+
+
 @pytest.mark.parametrize("shape", [(5, 5), (2, 9), (3, 7), (1, 3)])
 @pytest.mark.parametrize("flags", FLAGS)
 def test_exchanges_between_tiles_across_lane_groups(tmp_path, flags, shape):
