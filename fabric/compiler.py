@@ -61,11 +61,10 @@ def compile_gemm(config, W, X=None, *, n_tokens=None, in_placement=None, out_pla
         stays on the mesh as the next layer's input (``docs/mesh.md``, "Resident layers").
         Its owners need distinct reply colors, as ``raw``'s do.
     keep : (n_out, tokens) bools, optional
-        ``CR_DELTA``: as ``act`` without the ReLU, each result kept where the word of ``X`` it
-        replaces is nonzero and 0 where it is zero (the delta pass writing over a layer's
-        activations: the ReLU's derivative). ``keep`` says where the cores' ``X`` holds a
-        nonzero at the outputs' slots; the hardware reads its own memory, the reference and
-        the golden model's fast path read ``keep``.
+        ``CR_DELTA``: as ``act`` without the ReLU, each result kept where ``keep`` is set and 0
+        where it is clear (the delta pass: the ReLU's derivative). The owner row's MASKs gate
+        each output's AXPYs by ``keep`` (its tokens outside cost no MAC), and its engine writes
+        every active token of the output's slot. Not with ``mask``.
     bias : (n_out,) operands, optional
         Added to each output's total before it is requantised: a weight on the ones slot
         (:data:`~rtl.isa.ONES_SLOT`) streamed into the owner row after its weights (not
@@ -174,6 +173,8 @@ def _compile(config, weights, W, X, *, n_tokens=None, in_placement=None, out_pla
     if mask is not None:
         mask = _checked_mask(config, mask, n_out, tokens)
     if keep is not None:
+        if mask is not None:
+            raise ValueError("a CR_DELTA program (keep) is gated by keep: it takes no mask")
         keep = _checked_mask(config, keep, n_out, tokens, "keep")
     writes = act or keep is not None        # results written into X
     has = has_weights(config.rows, n_out, weights, in_placement.row_of, zeros=zeros,

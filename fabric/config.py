@@ -161,8 +161,10 @@ class TrainSizing:
     (``layout``: ``inputs``, for each layer the first slot its inputs occupy, a region each
     but for layer 2's, which go over the batch;
     ``deltas``, the first slot of the loss's deltas; ``gradient``, of the weight-gradient
-    pass's features. Empty, with ``why_not`` saying why, when they cannot stay and every layer
-    loads its input and reads its output back: ``docs/mesh.md``, "Resident layers")."""
+    pass's features; with ``transposed``, the backward pass runs transposed and ``weights``
+    replaces ``deltas``: the first slot of the ``W`` each delta pass loads. Empty, with
+    ``why_not`` saying why, when they cannot stay and every layer loads its input and reads
+    its output back: ``docs/mesh.md``, "Resident layers")."""
     config: MeshConfig
     blocked: dict
     layout: dict = field(default_factory=dict)
@@ -179,7 +181,9 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     the widest layer's inputs (the weight-gradient pass's tokens: one block, so its deltas
     stream once) and of the shard. ``X`` holds the activations of every layer at once (a
     region for each layer's inputs, layer 2's over the batch: :func:`_regions`), then the
-    loss's deltas and the weight-gradient pass's features (:attr:`TrainSizing.layout`); where
+    loss's deltas (or, where the backward pass loads fewer words transposed, each layer's
+    ``W``: :func:`_transposed_backward`) and the weight-gradient pass's features
+    (:attr:`TrainSizing.layout`); where
     that takes more than
     the cores' memory holds at those tokens, the weight-gradient pass's tokens are halved
     until it fits (that pass then runs in blocks). Where the cores' memory cannot hold that
@@ -212,13 +216,19 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     # the activations stay in X (a region for each layer's inputs), then the loss's deltas and
     # the gradient pass's features (the shard's tokens)
     inputs, regions = _regions([math.ceil(w / rows) for w in widths[:-1]])
-    regions += [math.ceil(widths[-1] / rows), math.ceil(shard / rows)]
     n_tok_grad = _pow2(math.ceil(max(widths[:-1]) / cols))
+    transposed = _transposed_backward(widths, shard, cols * max(n_tok, n_tok_grad))
+    # the loss's deltas (or, transposed, each layer's W), then the gradient pass's features
+    regions += [math.ceil(max(widths[2:] if transposed else widths[-1:]) / rows),
+                math.ceil(shard / rows)]
     while n_tok_grad > n_tok and (min(widest, _MAX_DIM) * n_tok_grad > _Y_WORDS
                                   or n_tok_grad > _MAX_DIM
                                   or sum(regions) * n_tok_grad > _X_WORDS):
         n_tok_grad //= 2
     n_tok = max(n_tok, n_tok_grad)
+    if transposed and max(widths) > cols * n_tok:     # halved to fit: a W no longer fits a row
+        transposed = False
+        regions[-2] = math.ceil(widths[-1] / rows)
     n_feat = min(max(base.n_feat, widest, sum(regions)), _MAX_DIM, _X_WORDS // n_tok)
     n_out = min(max(base.n_out, widest), _MAX_DIM, _Y_WORDS // n_tok)
     blocked = {}
@@ -243,16 +253,33 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
                    f"resident layer's owners all send their activations at once")
     first = [0, *itertools.accumulate(regions)]
     layout = {} if why_not else {"inputs": [first[k] for k in inputs],
-                                 "deltas": first[-3], "gradient": first[-2]}
+                                 "weights" if transposed else "deltas": first[-3],
+                                 "gradient": first[-2]}
+    if layout and transposed:
+        layout["transposed"] = True
     return TrainSizing(config, blocked, layout, why_not)
+
+
+def _transposed_backward(widths, shard, tokens):
+    """Whether the backward pass loads fewer words transposed (``docs/mesh.md``, "The
+    transposed backward pass"): each layer above the first loads its ``W`` for the delta pass
+    (``dZ^T = dY^T @ W``) and the top layer ``dY^T``, where the usual one loads the loss's
+    deltas twice and every other layer's ``A^T``; and whether each layer's inputs and
+    outputs fit a row's ``tokens`` (its ``W`` and its gradient's ``dZ^T`` as ``X``)."""
+    layers = list(zip(widths, widths[1:]))
+    if len(layers) < 2 or max(widths) > tokens:
+        return False
+    transposed = shard * widths[-1] + sum(n_in * n_out for n_in, n_out in layers[1:])
+    usual = 2 * shard * widths[-1] + sum(n_in * shard for n_in, _ in layers[:-1])
+    return transposed < usual
 
 
 def _regions(slots):
     """``(region of each layer's inputs, slots of each region)`` for layers whose inputs take
-    ``slots[j]`` slots a row. A layer reads its inputs while it writes the next layer's, so
-    the two are apart; the delta pass of every layer but the first writes over that layer's
-    inputs where they are nonzero (the ReLU's derivative), so they must still be there: each
-    has a region of its own, except that layer 2's inputs go over the batch (layer 0's,
+    ``slots[j]`` slots a row. A layer reads its inputs while it writes the next layer's, and
+    a delta pass reads the deltas the one above wrote over that layer's inputs while it writes
+    its own over its layer's, so each pass reads one region and writes another: each layer's
+    inputs have a region of their own, except that layer 2's go over the batch (layer 0's,
     which nothing reads again)."""
     inputs, regions = [], []
     for j, n in enumerate(slots):

@@ -28,7 +28,7 @@ outlets).
 
 import numpy as np
 
-from . import numerics
+from . import loads, masking, numerics
 from .placement import Placement
 from .program import GemmProgram
 
@@ -46,13 +46,10 @@ ENGINE_EXTRA = 2
 FILL, DRAIN = 4, 4
 
 #: Edge transfers (``docs/mesh.md``, "Edge transfers"), fitted to the RTL on 1x2, 2x1, 1x4, 4x1,
-#: 2x2, 2x3, 3x2, 3x3 and 4x4 meshes and exact on each: a load ends ``LOAD_HOP * cols +
-#: LOAD_EXTRA`` cycles after its longest row stream has entered (the last LOAD crossing the row,
-#: a hop every 2 cycles, and the ramp, command FIFO and dispatcher of the last core); a read ends
-#: when the slower of two resources is done: a core sends a word every ``READ_WORD`` cycles, an
-#: outlet takes one a cycle from every row of its column; then the last word crosses the rows
-#: below, ``READ_HOP`` cycles each.
-LOAD_HOP, LOAD_EXTRA = 2, 2
+#: 2x2, 2x3, 3x2, 3x3 and 4x4 meshes and exact on each: a load follows each row's stream
+#: through its cores (:mod:`fabric.loads`); a read ends when the slower of two resources is
+#: done: a core sends a word every ``READ_WORD`` cycles, an outlet takes one a cycle from every
+#: row of its column; then the last word crosses the rows below, ``READ_HOP`` cycles each.
 READ_WORD, READ_CORE_EXTRA, READ_OUTLET_EXTRA, READ_HOP = 2, 3, 7, 2
 
 
@@ -121,30 +118,45 @@ class CycleModel:
             live, idle = live & streamed, idle & streamed
         costs = np.zeros((cfg.rows, program.n_out, cfg.cols), dtype=np.int64)
         takes_part = ~program.cr_flags()[0][order] if self.masked else None    # (n_out, rows)
+        kept = None
+        if program.keep is not None and not self.masked:    # a CR_DELTA's owner row is gated
+            owned = program.out_placement.row_of[order]
+            gates = masking.gates(program, program.keep)[order]
+            masks = (masking.mask_words(program, program.keep) >= 0).sum(axis=2)[order]
+            kept = owned, gates, masks
         for r in range(cfg.rows):
             feats = np.flatnonzero(row_of == r)
             if self.masked:
                 costs[r] = self._masked_costs(program, blocks, r, feats, live, idle,
                                               takes_part[:, r])
                 continue
-            if not feats.size:
-                continue
-            # per_feature[j, c]: the AXPY cycles of feature feats[j] in column c
-            per_feature = np.stack([rows[r][c][slot_of[feats]] for c in range(cfg.cols)], axis=1)
-            costs[r] = live[:, feats].astype(np.int64) @ per_feature
-            costs[r] += idle[:, feats].sum(axis=1, dtype=np.int64)[:, None]
+            if feats.size:
+                # per_feature[j, c]: the AXPY cycles of feature feats[j] in column c
+                per_feature = np.stack([rows[r][c][slot_of[feats]] for c in range(cfg.cols)],
+                                       axis=1)
+                costs[r] = live[:, feats].astype(np.int64) @ per_feature
+                costs[r] += idle[:, feats].sum(axis=1, dtype=np.int64)[:, None]
+            if kept is not None:
+                owned, gates, masks = kept
+                mine = owned == r
+                gated = self._masked_costs(program, blocks, r, feats, live, idle, mine,
+                                           gates=gates, masks=masks)
+                costs[r][mine] = gated[mine]
         return costs.max(axis=2)
 
     @staticmethod
-    def _masked_costs(program, blocks, r, feats, live, idle, takes_part):
+    def _masked_costs(program, blocks, r, feats, live, idle, takes_part, *, gates=None,
+                      masks=None):
         """``(n_out, cols)``: row ``r``'s cycles per output (stream order) and column when each
         output's AXPYs see only the tokens its gate lets through, plus the column's MASKs (in
         every row taking part in the output, ``takes_part``: the engines of a chain visit the
-        same tokens)."""
+        same tokens). ``gates`` and ``masks``: the gates (``(n_out, cols, n_tok)``) and the
+        MASKs per column (``(n_out, cols)``) in stream order, the program's by default."""
         cfg = program.config
         order = program.output_order
-        gates = program.gates()[order]                          # (n_out, cols, n_tok)
-        masks = program.masks_per_output()[order]               # (n_out, cols)
+        if gates is None:
+            gates = program.gates()[order]                      # (n_out, cols, n_tok)
+            masks = program.masks_per_output()[order]           # (n_out, cols)
         tpb, lanes = cfg.n_tok // cfg.lanes, cfg.lanes
         on = live[:, feats].astype(np.int64)
         part = (live[:, feats] | idle[:, feats]).any(axis=1) | takes_part
@@ -256,7 +268,22 @@ class _EveryWeight(CycleModel):
         per_feature = np.maximum(1, live.sum(axis=1).max(axis=1))      # [feature, column]
         per_row = np.zeros((cfg.rows, cfg.cols), dtype=np.int64)
         np.add.at(per_row, np.arange(program.n_in) % cfg.rows, per_feature)
-        return np.repeat(per_row.max(axis=1)[:, None], program.n_out, axis=1)
+        costs = np.repeat(per_row.max(axis=1)[:, None], program.n_out, axis=1)
+        if program.keep is not None:
+            # a CR_DELTA's owner row gates its AXPYs by keep, every weight present or not
+            order, owners, _ = self._schedule(program)
+            owned = owners[order]
+            gates = masking.gates(program, program.keep)[order]
+            masks = (masking.mask_words(program, program.keep) >= 0).sum(axis=2)[order]
+            blocks = program.x_blocks(X)
+            every = np.ones((program.n_out, program.n_in), dtype=bool)
+            for r in range(cfg.rows):
+                mine = owned == r
+                feats = np.flatnonzero(program.in_placement.row_of == r)
+                gated = CycleModel._masked_costs(program, blocks, r, feats, every, ~every, mine,
+                                                 gates=gates, masks=masks)
+                costs[r][mine] = gated[mine].max(axis=1)
+        return costs
 
 
 def predict_dense_cycles(program, X=None):
@@ -275,16 +302,9 @@ def predict_unmasked_cycles(program, X=None):
 
 def predict_load_cycles(program, X=None):
     """The modelled cycles of ``program``'s load exchange (:meth:`~fabric.program.GemmProgram.
-    load_streams`): every row's stream enters its intake a word a cycle, so the exchange ends
-    ``LOAD_HOP * cols + LOAD_EXTRA`` cycles after the longest one (for each column ``SELECT``
-    and ``TOKENS``, and where the core holds features ``ADDR`` and a ``LOAD`` per active word
-    of its block; a resident program's, ``SELECT`` and ``TOKENS`` alone) has entered."""
-    cfg = program.config
-    slots = program.load_slots()[1][:, None] if program.load else np.zeros((cfg.rows, 1), int)
-    active = program.active_tokens()[None, :]
-    words = (2 + np.where(slots > 0, 1 + slots * active, 0)).sum(axis=1)
-    longest = int(words.max()) if words.size else 0
-    return longest + LOAD_HOP * cfg.cols + LOAD_EXTRA if longest else 0
+    load_streams`; :func:`~fabric.loads.load_cycles`: each row's stream a wavelet a cycle, each
+    core writing a word a cycle, two for a LOAD pair, behind its command FIFO)."""
+    return loads.load_cycles(program)
 
 
 def predict_read_cycles(program):

@@ -206,9 +206,9 @@ class MeshModel:
     def _advance(self, tile, q, inbox, outlets):
         """Run ``tile``'s commands up to its next carriage return whose psums are not queued;
         route what it sends. Returns the neighbours that got psums. A CR takes a psum from
-        each side it needs for every token its gate lets through (``docs/pe.md``): the gate
-        the commands before it leave, so a queue that changes gates (MASK, TOKENS) runs a CR
-        at a time."""
+        each side it needs for every token its gate lets through (the owner of a CR_DELTA: every
+        active token; ``docs/pe.md``): the gate the commands before it leave, so a queue that
+        changes gates (MASK, TOKENS) runs a CR at a time."""
         core = self.cores[tile]
         avail = self._avail[tile]
         touched = []
@@ -216,15 +216,18 @@ class MeshModel:
             end = len(q.words)
             gate = int(core.gate.sum())         # what the next CR visits, unless gates change
             while q.cr < len(q.crs):
-                index, _, _, need_n, need_s = q.crs[q.cr]
+                index, o, op, need_n, need_s = q.crs[q.cr]
                 if q.gating and index > q.pos:
                     end = index                 # run up to it, then see its gate
                     break
-                if avail[0] < need_n * gate or avail[1] < need_s * gate:
+                # the owner of a CR_DELTA visits every active token
+                visits = (core.active if op == ControlOp.CR_DELTA.value
+                          and o % self.config.rows == tile[0] else gate)
+                if avail[0] < need_n * visits or avail[1] < need_s * visits:
                     end = index
                     break
-                avail[0] -= need_n * gate
-                avail[1] -= need_s * gate
+                avail[0] -= need_n * visits
+                avail[1] -= need_s * visits
                 q.cr += 1
                 gate = core.active              # what every CR leaves
                 if q.gating:

@@ -19,18 +19,25 @@ def _wavelet(data: int, color: int, ctrl: int = 0) -> int:
     return int(pack(data, color, ctrl))
 
 
-def addr(params: CoreParams, address: int) -> int:
-    """ADDR on ``cmd``: load pointer := ``address`` (0..65535)."""
+def addr(params: CoreParams, address: int, *, pairs: bool = False) -> int:
+    """ADDR on ``cmd``: load pointer := ``address`` (0..65535); with ``pairs`` each LOAD after
+    it writes two words."""
     address = integer("address", address, 0, _ADDRESS_MAX)
-    return _wavelet(int(isa.addr_data(address)), params.colors.cmd, 1)
+    return _wavelet(int(isa.addr_data(address, pairs=pairs)), params.colors.cmd, 1)
 
 
-def load(params: CoreParams, values) -> list[int]:
+def load(params: CoreParams, values, *, pairs: bool = False) -> list[int]:
     """LOADs on ``cmd``, one per operand of ``values`` (flattened row-major, so ``load(p, X)``
-    after ``addr(p, 0)`` loads the whole ``X``). ``ValueError`` if a value is not an operand."""
-    values = numerics.check_operands(params.fmt, np.ravel(values), "values")
-    return pack(isa.load_data(numerics.to_wire(params.fmt, values)), params.colors.cmd,
-                0).tolist()
+    after ``addr(p, 0)`` loads the whole ``X``), or with ``pairs`` one per two operands (after
+    an ADDR with ``pairs``; an even number of them). ``ValueError`` if a value is not an
+    operand, or ``pairs`` has an odd number."""
+    values = numerics.to_wire(params.fmt, numerics.check_operands(params.fmt, np.ravel(values),
+                                                                  "values"))
+    if not pairs:
+        return pack(isa.load_data(values), params.colors.cmd, 0).tolist()
+    if values.size % 2:
+        raise ValueError(f"LOAD pairs take an even number of values, not {values.size}")
+    return pack(isa.load_data(values[0::2], values[1::2]), params.colors.cmd, 0).tolist()
 
 
 def read(params: CoreParams, address: int, length: int) -> int:
@@ -63,8 +70,8 @@ def cr(params: CoreParams, o: int, *, raw: bool = False, act: bool = False,
     ``raw`` a ``CR_OUT``: the owner row sends the 32-bit totals on ``out`` instead of
     requantising them into ``Y``. With ``act`` a ``CR_ACT``: the owner row writes the ReLU of
     the requantised result into ``X[o // rows]`` and sends it on ``out``; with ``delta`` a
-    ``CR_DELTA``: the same without the ReLU, and ``0`` where ``X`` held a zero (the ReLU's
-    derivative, in the delta pass). ``quiet_n`` /
+    ``CR_DELTA``: the same without the ReLU, for every active token, and ``0`` where the gate
+    is clear (the ReLU's derivative, in the delta pass). ``quiet_n`` /
     ``quiet_s``: the core's engine takes no psum from the north / south for this output;
     ``skip``: the core hands no buffer over (nothing sent, ``Y`` untouched; its accumulators
     carry into the next output), only its gate is reset (:class:`~rtl.isa.CrArg`)."""

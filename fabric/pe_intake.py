@@ -20,9 +20,11 @@ def decode_fields(data: np.ndarray) -> dict[str, list[int]]:
     read = isa.READ_ARG.unpack(control["arg"])
     return {
         "load": isa.LOAD.unpack(data)["value"].tolist(),
+        "load_high": isa.LOAD.unpack(data)["high"].tolist(),
         "value": weight["value"].tolist(), "slot": weight["slot"].tolist(),
         "op": control["op"].tolist(),
         "addr": isa.ADDR_ARG.unpack(control["arg"])["addr"].tolist(),
+        "pairs": isa.ADDR_ARG.unpack(control["arg"])["pairs"].tolist(),
         "read_addr": read["addr"].tolist(), "read_len": read["len"].tolist(),
         **{("o" if k == "o" else f"cr_{k}"): v.tolist()
            for k, v in isa.CR_ARG.unpack(control["arg"]).items()},

@@ -38,9 +38,11 @@ Timing model (the choices the RTL comparison must respect):
 - A CR_ACT is a CR whose owner row writes ``relu(requantise(s))`` into ``X[o // rows]`` for the
   gated tokens (their nonzero bits follow; the other tokens' words stay) and sends those words
   on ``out`` as a READ of them would; its slot must be below ``n_feat`` (not ``n_out``).
-- A CR_DELTA is a CR_ACT without the ReLU whose owner writes ``requantise(s)`` where the word of
-  ``X`` it replaces was nonzero and ``0`` where it was zero (the ReLU's derivative: the delta
-  pass writes over the layer's activations).
+- A CR_DELTA is a CR_ACT without the ReLU whose owner's engine visits every *active* token,
+  whatever the gate, and writes ``requantise(s)`` where the gate is set and ``0`` where it is
+  clear (the gate, set by the owner row's MASKs, is the ReLU's derivative in the delta pass: its
+  AXPYs skip the tokens it clears, and every active word of the slot is written). A TOKENS waits
+  for the engine, so the active tokens are the ones the CR_DELTA's AXPYs ran under.
 - An AXPY of :data:`~rtl.isa.ONES_SLOT` multiplies the format's one
   (:func:`~fabric.numerics.one`) in every token, nonzero: a bias.
 
@@ -107,6 +109,7 @@ class CoreModel:
     y : (n_out, n_tok) int64, the requantised results.
     acc : (n_tok,) int64, the active accumulator buffer.
     ptr : int, the load pointer (16 bits, wraps).
+    pairs : bool, the last ADDR's ``pairs``: each LOAD writes two words (cost 2).
     selected : int, the column last selected by a SELECT on ``cmd`` (0 after reset): while it
         is not ``params.col``, ``cmd`` wavelets are discarded (not counted in ``wavelets_in``).
     gate : (n_tok,) bool, the tokens an AXPY may multiply (set by MASKs of this core's column,
@@ -123,6 +126,7 @@ class CoreModel:
         self.y = np.zeros((params.n_out, params.n_tok), dtype=np.int64)
         self.acc = np.zeros(params.n_tok, dtype=np.int64)
         self.ptr = 0
+        self.pairs = False
         self.selected = 0
         self.gate = np.ones(params.n_tok, dtype=bool)
         self.active = params.n_tok
@@ -205,12 +209,15 @@ class CoreModel:
         cost = 1
         if not ctrl and color == self.params.colors.cmd:
             self._load(f["load"])
+            if self.pairs:          # the pair's second word, in a cycle of its own
+                self._load(f["load_high"])
+                cost = 2
         elif not ctrl:
             cost = self._axpy(f["value"], f["slot"])
         else:
             op = f["op"]
             if op == ControlOp.ADDR.value:
-                self.ptr = f["addr"]
+                self.ptr, self.pairs = f["addr"], bool(f["pairs"])
             elif op == ControlOp.READ.value:
                 cost = self._read(i, f["read_addr"], f["read_len"])
             elif op == ControlOp.MASK.value:       # of this column: selection() took the rest
@@ -322,8 +329,11 @@ class CoreModel:
         inputs = [("psum_from_n", c.psum_from_n, 0 < p.row <= owner and not quiet_n),
                   ("psum_from_s", c.psum_from_s, owner <= p.row < p.rows - 1 and not quiet_s)]
         # the engine visits the tokens the gate let through, in order: the rest of the buffer
-        # is zero, and no psum, total or Y word of theirs moves
-        walk = np.flatnonzero(self.gate)
+        # is zero, and no psum, total or Y word of theirs moves; the owner of a CR_DELTA visits
+        # every active token and keeps the result where the gate is set
+        delta_owner = p.row == owner and delta
+        keep = self.gate.copy()
+        walk = np.flatnonzero(np.arange(p.n_tok) < self.active if delta_owner else self.gate)
         for name, col, needed in inputs:
             if needed and len(self._psums[col]) < walk.size:
                 raise ValueError(f"CR {o} at row {p.row} needs {walk.size} {name} values, "
@@ -341,9 +351,8 @@ class CoreModel:
             self._overflow(overflow.any())
             if act:
                 self.x[slot, walk] = numerics.relu(p.fmt, result)
-            else:           # kept where X was nonzero: the ReLU's derivative
-                kept = ~numerics.is_zero(p.fmt, self.x[slot, walk])
-                self.x[slot, walk] = np.where(kept, result, 0)
+            else:           # kept where the gate is set: the ReLU's derivative
+                self.x[slot, walk] = np.where(keep[walk], result, 0)
             for v in self.x[slot, walk].tolist():
                 self._send(c.out, v & _WORD)
         elif p.row == owner:

@@ -36,7 +36,7 @@ from wse.rtl import isa
 from wse.rtl.validate import readonly
 from wse.rtl.wavelet import pack
 
-from . import masking, numerics, replies, spans
+from . import loads, masking, numerics, replies, spans
 
 __all__ = ["GemmProgram", "MAX_READ"]
 
@@ -67,7 +67,8 @@ class GemmProgram:
         the owner row's stream, after its weights; none where 0).
     load : bool, whether :meth:`load_streams` loads ``X`` (``False``: the cores hold it).
     keep : (n_out, tokens) bool or None: a ``CR_DELTA`` program, each result written into
-        ``X`` where ``keep`` (the cores' ``X`` is nonzero there), 0 elsewhere, and sent out.
+        ``X`` where ``keep``, 0 elsewhere, and sent out: the owner row's MASKs gate each
+        output's AXPYs by ``keep``, and its engine writes every active token.
     zeros : bool, zero weights are streamed too.
     spans : bool, each row's carriage returns say which psums it skips (:meth:`cr_flags`).
     order : (n_out,) int64 or None, the outputs in stream order (:attr:`output_order`).
@@ -196,8 +197,9 @@ class GemmProgram:
             at = np.searchsorted(position[o_idx[mine]], positions, side="right")
             kept = ~skip[:, r]
             streams[r] = np.insert(words[mine], at[kept], crs[kept]).tolist()
-        if self.mask is not None:
-            streams = masking.with_masks(self, streams, position[o_idx], rows_w, ~skip)
+        if self.mask is not None or self.keep is not None:
+            streams = masking.with_masks(self, streams, position[o_idx], rows_w, ~skip,
+                                         keep=self.keep is not None)
         return streams, np.bincount(rows_w, minlength=cfg.rows).astype(np.int64)
 
     # Masks --------------------------------------------------------------------------------------
@@ -282,29 +284,14 @@ class GemmProgram:
         return first, count
 
     def load_streams(self, X=None):
-        """``{row: [wavelets]}``: for each column ``c`` in turn, ``SELECT c``, ``TOKENS``
-        (the column's :meth:`active_tokens`: every core's engine then visits only the real
-        tokens, whatever an earlier GEMM left) and, where the core holds features, ``ADDR`` of
-        its first slot (:meth:`load_slots`) and a ``LOAD`` per active word of its
-        :meth:`x_blocks` block from there (row-major: slot, then local token; the core's load
-        pointer steps over the inactive tokens), on ``cmd``. A resident program
-        (``load=False``), whose cores hold ``X`` already, sends ``SELECT`` and ``TOKENS``
-        alone."""
-        cfg = self.config
-        cmd = cfg.plan.cmd
-        active = self.active_tokens().tolist()
-        first, count = (a.tolist() for a in self.load_slots())
-        streams = {r: [] for r in range(cfg.rows)}
-        blocks = self.x_blocks(X) if self.load else dict.fromkeys(
-            (r, c) for r in range(cfg.rows) for c in range(cfg.cols))
-        for (r, c), block in blocks.items():
-            streams[r].append(int(pack(isa.select_data(c), cmd, 1)))
-            streams[r].append(int(pack(isa.tokens_data(active[c]), cmd, 1)))
-            if self.load and count[r]:
-                streams[r].append(int(pack(isa.addr_data(first[r] * cfg.n_tok), cmd, 1)))
-                words = numerics.to_wire(cfg.fmt, block[first[r]:, :active[c]].ravel())
-                streams[r].extend(pack(isa.load_data(words), cmd, 0).tolist())
-        return streams
+        """``{row: [wavelets]}``: the load exchange (:func:`~.loads.load_streams`): for each
+        column ``SELECT``, ``TOKENS`` (the column's :meth:`active_tokens`: every core's engine
+        then visits only the real tokens, whatever an earlier GEMM left) and, where the core
+        holds features, ``ADDR`` of its first slot (:meth:`load_slots`) and its
+        :meth:`x_blocks` block from there in LOAD pairs, the columns' pairs dealt out in
+        rounds. A resident program (``load=False``), whose cores hold ``X`` already, sends
+        ``SELECT`` and ``TOKENS`` alone."""
+        return loads.load_streams(self, X)
 
     # Results (:mod:`fabric.replies`) ------------------------------------------------------
 

@@ -60,7 +60,7 @@ from wse.fabric.cycle_model import (
 from wse.fabric.gradient import gradient_gemm, gradient_macs
 from wse.fabric.placement import Placement
 from wse.fabric.reference import gemm_reference
-from wse.fabric.tiling import run_tiled
+from wse.fabric.tiling import SparseRows, run_tiled
 
 from .layer_stream import LayerStream
 from .messages import decode, encode
@@ -142,26 +142,32 @@ class MeshWorker:
 
     # -- the mesh -----------------------------------------------------------------------------
 
-    def gemm(self, W, X, model=True, *, mask=None, totals=False, first=0):
+    def gemm(self, W, X, model=True, *, mask=None, totals=False, first=0, resident=False):
         """``W @ X`` on the mesh, tiled (``W``: :class:`~fabric.tiling.SparseRows`);
         ``(Y, figures, overflow)`` with ``figures`` a :class:`PassFigures` of the GEMM (without
         ``model``, cycles the mesh did not measure are 0 instead of modelled, and there is no
         dense figure). ``mask``: a masked GEMM. ``totals``: the exact ``int64`` sums of the raw
         32-bit totals (:func:`~fabric.tiling.run_tiled`), and as the dense figure the cycles
         without the mask (the gradient pass). ``first``: the cores' first slot for ``X``
-        (the slots below it hold resident activations)."""
+        (the slots below it hold resident activations). ``resident``: ``X`` is in the cores
+        already, feature ``i`` in row ``i % rows`` from slot ``first`` (a transposed delta
+        pass wrote it there), and the GEMM is one block."""
         fmt = self.config.fmt
         figures = PassFigures()
         dense_model = predict_unmasked_cycles if totals else predict_dense_cycles
 
         def block(Wb, Xb, raw, **masked):
             placement = None
-            if first:
+            if resident:
+                if figures.blocks:
+                    raise ValueError("a GEMM on a resident X runs in one block")
+                placement = _region(self.config.rows, Wb.shape[1], first)
+            elif first:
                 p = Placement.balanced_counts(np.bincount(Wb.indices, minlength=Wb.shape[1]),
                                               self.config.rows)
                 placement = Placement(p.rows, p.row_of, p.slot_of + first, kind=p.kind)
             program = compile_gemm(self.config, Wb, Xb, raw=raw, in_placement=placement,
-                                   **masked)
+                                   load=not resident, **masked)
             return self._run(program, figures, model, dense_model)
 
         if not fmt.is_float:
@@ -169,9 +175,10 @@ class MeshWorker:
         tiled = run_tiled(self.config, W, X, block, mask=mask, totals=totals)
         return tiled.y, figures, tiled.overflow
 
-    def _run(self, program, figures, model=True, dense_model=predict_dense_cycles):
+    def _run(self, program, figures, model=True, dense_model=predict_dense_cycles, dense_x=None):
         """Run ``program`` on the mesh, compare it with golden (``check_golden``) and add its
-        cycles to ``figures`` (measured, or modelled with ``model``); its result."""
+        cycles to ``figures`` (measured, or modelled with ``model``; the dense figure of
+        ``dense_x`` where the layer's weights are in ``X``); its result."""
         X = program.X
         result = self.system.gemm(program, counters=False)
         if self.check_golden:
@@ -187,7 +194,7 @@ class MeshWorker:
             figures.compute_cycles += predict_cycles(program, X)
             figures.io_cycles += predict_io_cycles(program, X)
         if model:
-            figures.dense_compute += dense_model(program, X)
+            figures.dense_compute += dense_model(program, X if dense_x is None else dense_x)
         return result
 
     def resident_layer(self, layer, weights, bias, A, layout, last, model=True):
@@ -248,6 +255,26 @@ class MeshWorker:
         result = self._run(program, figures, model)
         return np.asarray(result.y, dtype=np.int64), figures, result.overflow
 
+    def transposed_delta(self, layer, weights, dY, layout, active, model=True):
+        """Layer ``layer``'s delta pass transposed (``docs/mesh.md``, "The transposed backward
+        pass"): ``dZ^T = dY^T @ W`` with ``W`` loaded as ``X`` (from ``layout["weights"]``) and
+        the deltas streamed, kept where ``active`` (the layer's inputs passed the ReLU) by
+        CR_DELTA into ``layout["gradient"]``, where the weight-gradient pass of the layer below
+        reads it. ``(dZ, figures, overflow)``."""
+        rows = self.config.rows
+        n_out, n_in = weights.shape
+        W = weights.dense()
+        program = compile_gemm(self.config, SparseRows.from_dense(dY.T), W,
+                               in_placement=_region(rows, n_out, layout["weights"]),
+                               out_placement=_region(rows, dY.shape[1], layout["gradient"]),
+                               keep=np.asarray(active).T)
+        figures = PassFigures()
+        # the dense layer: the same stream (the deltas) over a W with every weight nonzero
+        # (a zero weight, in X, costs no cycle)
+        every = np.where(numerics.is_zero(self.config.fmt, W), numerics.one(self.config.fmt), W)
+        result = self._run(program, figures, model, dense_model=predict_cycles, dense_x=every)
+        return np.asarray(result.y, dtype=np.int64).T, figures, result.overflow
+
     def op_forward(self, layer, stream, last, x=None, train=True, layout=None):
         """Layer ``layer``'s forward pass on this shard (``x``: the input, for layer 0);
         ``layout``: where the activations stay in the cores' ``X``
@@ -294,13 +321,23 @@ class MeshWorker:
         A = self.inputs.pop(layer)
         fmt = self.config.fmt
         passes = {}
-        # with resident activations, the gradient pass's features go above them
-        gemm = functools.partial(self.gemm, first=layout["gradient"]) if layout else self.gemm
-        dW, figures, overflow = gradient_gemm(gemm, s.shape, s.rows, s.indices, dY, A)
+        transposed = bool(layout and layout.get("transposed"))
+        # with resident activations, the gradient pass's features go above them; transposed,
+        # below the top layer they are there already (the delta pass above wrote dZ^T)
+        gemm = functools.partial(self.gemm, first=layout["gradient"],
+                                 resident=transposed and dy is None) if layout else self.gemm
+        dW, figures, overflow = gradient_gemm(gemm, s.shape, s.rows, s.indices, dY, A,
+                                              transposed=True if transposed else None)
         figures.useful_macs, figures.dense_macs = gradient_macs(s.shape, s.rows, s.indices,
                                                                 dY, A)
         passes["gradient"] = figures, overflow
-        if layer > 0 and layout:
+        if layer > 0 and transposed:
+            dZ, figures, overflow = self.transposed_delta(layer, s.weights(), dY, layout,
+                                                          self.active.pop(layer - 1))
+            figures.count_macs(s.weights().transpose(), dY)
+            passes["delta"] = figures, overflow
+            self.delta = canonical_zero(fmt, dZ)
+        elif layer > 0 and layout:
             weights = s.weights().transpose()
             dZ, figures, overflow = self.resident_delta(layer, weights, dY, layout,
                                                         self.active.pop(layer - 1),

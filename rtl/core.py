@@ -1,6 +1,6 @@
 """The compute core of a processing element: dataflow tasks, zero-skip AXPY, partial sums."""
 
-from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -38,8 +38,8 @@ class Core(wiring.Component):
     (zeroed) buffer and sets every gate bit again; one with ``skip`` (``CrArg``) only sets the
     gate bits: no buffer, so it never waits for one. The engine writes ``Y`` (a CR), sends raw
     totals (a CR_OUT), or writes the ReLU of the results into ``X`` and its masks through the
-    lanes and sends them (a CR_ACT of this row), or the results where the ``X`` words they
-    replace are nonzero and 0 elsewhere (a CR_DELTA of this row). The counters are a
+    lanes and sends them (a CR_ACT of this row), or for every active token the result where
+    the gate it retired with is set and 0 elsewhere (a CR_DELTA of this row). The counters are a
     :class:`~rtl.core_count.CounterBank` (LUT RAM and one adder, or two), read by the READ
     engine. The :class:`OutputRegister` sends the engine's words first, then READ replies.
 
@@ -48,8 +48,9 @@ class Core(wiring.Component):
     (not a ``skip``) waits (stall cycles) while every other buffer waits for the engine; a READ
     waits until the MACs and the engine are idle, so it sees every earlier command's effect; a
     LOAD waits while the engine is busy (a CR_ACT's or CR_DELTA's engine writes ``X``
-    through the LOAD's port), and an AXPY while an earlier CR_ACT or CR_DELTA still writes its
-    slot.
+    through the LOAD's port), and so does a TOKENS (a CR_DELTA's engine visits the active
+    tokens); an AXPY waits while an earlier CR_ACT or CR_DELTA still writes its slot. After an
+    ADDR with ``pairs`` a LOAD writes its two operands, a cycle each.
 
     Bad input (``docs/pe.md``: a slot outside ``X`` but the ones slot, a LOAD or READ outside
     the map, an unknown opcode, a wavelet of a foreign color, a CR for a result slot outside
@@ -201,9 +202,12 @@ class Core(wiring.Component):
             disp.lanes_busy.eq(Cat(lane.busy for lane in lanes).any()),
             disp.lanes_done.eq(Cat(lane.done for lane in lanes)),
         ]
-        value, zero_value = fmt.operand_from_bits(head.data), held.zero
-        # the mask bit of the X word the engine's result stage replaces (a CR_DELTA keeps by it)
-        m.d.comb += engine.x_kept.eq(Array(lane.x_kept for lane in lanes)[engine.x_bank])
+        # a LOAD's operand: its low half, or a pair's high half in the pair's second cycle
+        high = fmt.operand_from_bits(head.data[16:])
+        value = Mux(disp.high, high, fmt.operand_from_bits(head.data))
+        zero_value = Mux(disp.high, fmt.is_zero(high), held.zero)
+        # the active tokens: every one a CR_DELTA's owner visits
+        m.d.comb += engine.open_tokens.eq(disp.gate_open)
         for b, lane in enumerate(lanes):
             m.d.comb += [
                 lane.ones.eq(ones),

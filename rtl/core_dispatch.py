@@ -21,20 +21,21 @@ class Dispatcher(wiring.Component):
     """Runs the command FIFO's head (``docs/pe.md``, "Dispatch"): ADDR, LOAD, READ (started on
     the :class:`~rtl.core_read.ReadEngine`), AXPY (walked by the lanes), CR, MASK, TOKENS.
 
-    A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane
-    and moves the pointer on (past the inactive tokens of a row), once the partial-sum engine is
-    not ``engine_busy`` (a CR_ACT's or CR_DELTA's engine writes ``X`` through the same port);
-    ADDR sets the pointer. TOKENS sets the active tokens and the gate they open
-    (``gate_open``), which every CR restores. An AXPY takes ``max(1, max over lanes of the
-    nonzero gated tokens left)`` cycles: ``walk`` while it runs, ``active`` from its second
-    cycle; its first cycle waits while an earlier CR_ACT or CR_DELTA still writes its slot
-    (``x_hazard``). A READ waits until the MACs and the partial-sum engine are idle, then starts
-    the READ engine and waits while the engine is ``reader_active``. A CR (CR_OUT, CR_ACT,
-    CR_DELTA) waits while the buffers are ``acc_full``, then retires the active buffer
-    (``retire``, with its job from the CR's output feature); a CR with ``skip`` (the sorter's
-    :data:`~rtl.core_input.SKIP_OP`) only resets the gate bits. A CR right behind an AXPY (the
-    sorter's ``next``) rides on the AXPY's last cycle: both leave the FIFO at once
-    (``take2``). A MASK of a chunk past ``n_tok`` and an unknown opcode (the
+    A LOAD writes the operand at the load pointer (``ptr``: feature, then token) into its lane and
+    moves the pointer on (past the inactive tokens of a row); after an ADDR with ``pairs`` it writes
+    its two operands, a cycle each (``high`` in the second); once the partial-sum engine is not
+    ``engine_busy`` (a CR_ACT's or CR_DELTA's engine writes ``X`` through the same port). ADDR sets
+    the pointer (and ``pairs``). TOKENS sets the active tokens and the gate they open
+    (``gate_open``), which every CR restores, once the engine is not ``engine_busy`` (a CR_DELTA's
+    owner visits the active tokens). An AXPY takes ``max(1, max over lanes of the nonzero gated
+    tokens left)`` cycles: ``walk`` while it runs, ``active`` from its second cycle; its first cycle
+    waits while an earlier CR_ACT or CR_DELTA still writes its slot (``x_hazard``). A READ waits
+    until the MACs and the partial-sum engine are idle, then starts the READ engine and waits while
+    the engine is ``reader_active``. A CR (CR_OUT, CR_ACT, CR_DELTA) waits while the buffers are
+    ``acc_full``, then retires the active buffer (``retire``, with its job from the CR's output
+    feature); a CR with ``skip`` (the sorter's :data:`~rtl.core_input.SKIP_OP`) only resets the gate
+    bits. A CR right behind an AXPY (the sorter's ``next``) rides on the AXPY's last cycle: both
+    leave the FIFO at once (``take2``). A MASK of a chunk past ``n_tok`` and an unknown opcode (the
     sorter's :data:`~rtl.core_input.DROPPED_OP` too) are popped as an error.
 
     Latency: combinational from the head (its ``held`` part from flip-flops) to ``take``, the
@@ -57,8 +58,8 @@ class Dispatcher(wiring.Component):
         The :class:`~rtl.core_acc.AccBuffers`' ``full``.
     engine_busy : In(1)
         The partial-sum engine has work: a retired buffer waits for it or is being reduced (the
-        buffers' ``pending``), or a CR_ACT's (CR_DELTA's) word waits for the output. A LOAD and a
-        READ wait for it.
+        buffers' ``pending``), or a CR_ACT's (CR_DELTA's) word waits for the output. A LOAD, a
+        READ and a TOKENS wait for it.
     x_hazard : In(1)
         An earlier CR_ACT (CR_DELTA) still writes the slot of the AXPY at the head (the lanes' ``X``
         and masks): the AXPY waits.
@@ -81,6 +82,9 @@ class Dispatcher(wiring.Component):
     gate_write, gate_reset : Out(1)
         A MASK sets its chunk of gate bits; a CR taking effect, or TOKENS, sets the gate to
         ``gate_open``.
+    high : Out(1)
+        This cycle's LOAD writes the second word of a pair (the head's ``high`` half; a
+        register, set by a pair's first cycle).
     gate_open : Out(n_tok)
         The active tokens, a bit per token (all after reset): what ``gate_reset`` loads. A
         register, but in TOKENS's own cycle its new value.
@@ -119,6 +123,7 @@ class Dispatcher(wiring.Component):
             "active":        Out(1),
             "load":          Out(params.lanes),
             "load_index":    Out(range(params.tpb)),
+            "high":          Out(1),
             "gate_write":    Out(1),
             "gate_reset":    Out(1),
             "gate_open":     Out(params.n_tok),
@@ -144,6 +149,7 @@ class Dispatcher(wiring.Component):
         opened = Signal()                  # TOKENS takes effect: a new gate for the CRs
         axpy_done = Signal()               # an AXPY's last cycle
         ptr = Signal(16)                   # the load pointer: feature, then token
+        pairs = Signal()                   # the last ADDR's ``pairs``: a LOAD writes two words
         f_of_ptr, t_of_ptr = ptr >> log_tok, ptr[:log_tok]
         split = m.submodules.cr_split = RowSplit(p.rows, CR_O_BITS)         # the head's CR
         m.d.comb += [cmd.take.eq(pop), split.o.eq(cr_arg.o),
@@ -159,8 +165,10 @@ class Dispatcher(wiring.Component):
             with m.If(is_data & ~is_weight & self.engine_busy):                   # LOAD
                 m.d.comb += self.stall.eq(1)                # X's write port is the engine's
             with m.Elif(is_data & ~is_weight):
-                m.d.comb += [pop.eq(1), self.busy.eq(1)]
-                m.d.sync += ptr.eq(next_word(ptr, self.tokens, p.n_tok))
+                # a pair's first word, then (``high``) its second, in a cycle each
+                m.d.comb += [pop.eq(~pairs | self.high), self.busy.eq(1)]
+                m.d.sync += [ptr.eq(next_word(ptr, self.tokens, p.n_tok)),
+                             self.high.eq(pairs & ~self.high)]
                 with m.If(below(ptr, p.n_feat * p.n_tok)):
                     m.d.comb += load.eq(1)
                 with m.Else():
@@ -171,7 +179,8 @@ class Dispatcher(wiring.Component):
                 self._axpy(m, pop, axpy_done)
             with m.Elif(op == ControlOp.ADDR.value):
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
-                m.d.sync += ptr.eq(data.View(AddrArg, arg).addr)
+                m.d.sync += [ptr.eq(data.View(AddrArg, arg).addr),
+                             pairs.eq(data.View(AddrArg, arg).pairs)]
             with m.Elif(op == ControlOp.READ.value):
                 with m.If(self.lanes_busy | self.engine_busy):
                     m.d.comb += self.stall.eq(1)
@@ -193,11 +202,13 @@ class Dispatcher(wiring.Component):
                 with m.Else():
                     m.d.comb += self.error.eq(1)
             with m.Elif(op == ControlOp.TOKENS.value):
-                m.d.comb += [pop.eq(1), self.busy.eq(1)]
-                with m.If(below(data.View(TokensArg, arg).count, p.n_tok + 1)):
-                    m.d.comb += opened.eq(1)
+                # waits for the engine: a CR_DELTA's owner visits the active tokens
+                with m.If(self.engine_busy):
+                    m.d.comb += self.stall.eq(1)
+                with m.Elif(below(data.View(TokensArg, arg).count, p.n_tok + 1)):
+                    m.d.comb += [pop.eq(1), self.busy.eq(1), opened.eq(1)]
                 with m.Else():
-                    m.d.comb += self.error.eq(1)
+                    m.d.comb += [pop.eq(1), self.busy.eq(1), self.error.eq(1)]
             with m.Elif(op.matches(*(o.value for o in _PLAIN_OPS))):
                 m.d.comb += [pop.eq(1), self.busy.eq(1)]
             with m.Else():

@@ -56,24 +56,23 @@ class AccPortSignature(wiring.Signature):
 class AxpyLane(wiring.Component):
     """Bank ``b`` of the core: tokens ``t`` with ``t % lanes == b``, at index ``t // lanes``.
 
-    Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per feature
-    (read combinationally at ``feature``) and the bank's bits of the core's **gate** (a
-    register, all ones after reset; ``docs/pe.md``, MASK and TOKENS). A LOAD writes one operand
-    and its mask bit; so does the partial-sum engine's CR_ACT or CR_DELTA (``x_write``: a
-    second read port of the masks, at ``x_slot``, for its read-modify-write and the bit a
-    CR_DELTA keeps by, ``x_kept``; the write ports are the LOAD's,
-    which never runs at once). An AXPY walks the tokens of the slot's mask whose gate bit is
-    set, lowest first, one a cycle (``walk``): the first cycle takes ``mask & gate`` (none with
-    a zero ``weight``), later ones (``active``) what is left; ``done`` says nothing is left
-    after this cycle's token. An AXPY of :data:`~rtl.isa.ONES_SLOT` (``ones``) reads every mask
-    bit as 1 and the format's one as every operand. A MASK (``gate_write``) sets the gate bits
-    of the chunk's tokens in this bank (index ``i`` holds token ``i * lanes + bank``, written
-    from bit ``t % 16`` when the chunk is ``t // 16``: constants per bit); ``gate_reset`` (a
-    carriage return taking effect, or TOKENS) loads the bank's bits of the core's active tokens,
-    ``gate_open``. Both take effect at the end of the cycle, so the next AXPY's first cycle sees
-    them. Each token goes through the lane's :class:`~rtl.mac.Mac`: ``X`` is read in the walk
-    cycle, multiplied by the weight in the next (``s1``), and the product added to the
-    accumulator, read and written back in the one after (``s2``).
+    Holds the bank's ``X`` (``n_feat * tpb`` operands), a ``tpb``-bit nonzero mask per feature (read
+    combinationally at ``feature``) and the bank's bits of the core's **gate** (a register, all ones
+    after reset; ``docs/pe.md``, MASK and TOKENS). A LOAD writes one operand and its mask bit; so
+    does the partial-sum engine's CR_ACT or CR_DELTA (``x_write``: a second read port of the masks,
+    at ``x_slot``, for its read-modify-write; the write ports are the LOAD's, which never runs at
+    once). An AXPY walks the tokens of the slot's mask whose gate bit is set, lowest first, one a
+    cycle (``walk``): the first cycle takes ``mask & gate`` (none with a zero ``weight``), later
+    ones (``active``) what is left; ``done`` says nothing is left after this cycle's token. An AXPY
+    of :data:`~rtl.isa.ONES_SLOT` (``ones``) reads every mask bit as 1 and the format's one as every
+    operand. A MASK (``gate_write``) sets the gate bits of the chunk's tokens in this bank (index
+    ``i`` holds token ``i * lanes + bank``, written from bit ``t % 16`` when the chunk is ``t //
+    16``: constants per bit); ``gate_reset`` (a carriage return taking effect, or TOKENS) loads the
+    bank's bits of the core's active tokens, ``gate_open``. Both take effect at the end of the
+    cycle, so the next AXPY's first cycle sees them. Each token goes through the lane's
+    :class:`~rtl.mac.Mac`: ``X`` is read in the walk cycle, multiplied by the weight in the next
+    (``s1``), and the product added to the accumulator, read and written back in the one after
+    (``s2``).
 
     Latency: a token's sum is written 2 cycles after its walk cycle. Throughput: one token a
     cycle. Bad input: the dispatcher checks slots, LOAD addresses and MASK chunks before it
@@ -106,9 +105,6 @@ class AxpyLane(wiring.Component):
     x_write, x_slot, x_index, x_value : In
         CR_ACT, CR_DELTA: ``X[x_slot][x_index] := x_value`` and its mask bit (``x_value`` not
         zero); never with ``load``.
-    x_kept : Out(1)
-        The mask bit of ``X[x_slot][x_index]`` now (from the engine's mask read port): whether
-        the word a CR_DELTA replaces is nonzero.
     gate_write, gate_arg : In
         MASK: the gate bits of this bank's tokens in chunk ``gate_arg.chunk`` := their bits of
         ``gate_arg.bits`` (``gate_arg.col`` is not looked at: the input sorter filtered it).
@@ -153,7 +149,6 @@ class AxpyLane(wiring.Component):
             "x_slot":       In(range(params.n_feat)),
             "x_index":      In(range(tpb)),
             "x_value":      In(fmt.operand_shape),
-            "x_kept":       Out(1),
             "gate_write":   In(1),
             "gate_arg":     In(MaskArg),
             "gate_reset":   In(1),
@@ -205,7 +200,6 @@ class AxpyLane(wiring.Component):
         x_zero = fmt.is_zero(self.x_value)
         m.d.comb += [
             mask_xp.addr.eq(self.x_slot),
-            self.x_kept.eq(mask_xp.data.bit_select(self.x_index, 1)),
             x_wp.addr.eq(Mux(self.x_write, Cat(self.x_index, self.x_slot),
                              Cat(self.load_index, self.feature))),
             x_wp.data.eq(Mux(self.x_write, self.x_value, self.load_value)),

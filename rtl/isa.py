@@ -9,14 +9,14 @@ ways). Nothing else in the project shifts or masks payload bits.
 Bit layout (LSB first) of a wavelet's 32 data bits, by what the wavelet is::
 
     WeightPayload    value[15:0] (signed)  slot[31:16]             data wavelet on ``weight``
-    LoadPayload      value[15:0] (signed)                          data wavelet on ``cmd``
+    LoadPayload      value[15:0] (signed)  high[31:16] (signed)    data wavelet on ``cmd``
     WordPayload      value[31:0] (signed)                          psum, READ reply, raw total
     ControlPayload   arg[27:0]  op[31:28]                          control wavelet (ctrl=1)
     ConfigPayload    see :mod:`rtl.wavelet`                        configuration color
 
 and of a control wavelet's ``arg``, by opcode::
 
-    AddrArg          addr[15:0]                                    ADDR
+    AddrArg          addr[15:0]  pairs[16]                         ADDR
     ReadArg          addr[15:0]  len[27:16]                        READ
     CrArg            o[24:0]  quiet_n[25]  quiet_s[26]  skip[27]   CR, CR_OUT, CR_ACT, CR_DELTA
     SelectArg        col[27:0]                                     SELECT
@@ -90,9 +90,10 @@ ONES_SLOT = 0xFFFF
 
 
 class LoadPayload(data.Struct):
-    """A data wavelet on ``cmd``: LOAD ``value`` at the load pointer."""
+    """A data wavelet on ``cmd``: LOAD ``value`` at the load pointer (after an ADDR with
+    ``pairs``, ``high`` at the word after it too)."""
     value: signed(16)
-    _pad:  unsigned(16)
+    high:  signed(16)
 
 
 class WordPayload(data.Struct):
@@ -106,9 +107,11 @@ MAX_ARG = (1 << ARG_BITS) - 1
 
 
 class AddrArg(data.Struct):
-    """``arg`` of ADDR: the new load pointer."""
-    addr: unsigned(16)
-    _pad: unsigned(ARG_BITS - 16)
+    """``arg`` of ADDR: the new load pointer, and whether each LOAD that follows writes two
+    words (``pairs``: its ``value``, then its ``high``)."""
+    addr:  unsigned(16)
+    pairs: unsigned(1)
+    _pad:  unsigned(ARG_BITS - 17)
 
 
 class ReadArg(data.Struct):
@@ -203,9 +206,10 @@ def weight_data(value, slot):
     return WEIGHT.pack(value=value, slot=slot)
 
 
-def load_data(value):
-    """LOAD: ``value`` (a signed 16-bit operand)."""
-    return LOAD.pack(value=value)
+def load_data(value, high=0):
+    """LOAD: ``value`` (a signed 16-bit operand), and ``high``, the word after it when the
+    load pointer was set with ``pairs``."""
+    return LOAD.pack(value=value, high=high)
 
 
 def word_data(value):
@@ -213,9 +217,10 @@ def word_data(value):
     return WORD.pack(value=value)
 
 
-def addr_data(address):
-    """ADDR: load pointer := ``address``."""
-    return control_data(ControlOp.ADDR, ADDR_ARG.pack(addr=address))
+def addr_data(address, pairs=False):
+    """ADDR: load pointer := ``address``; with ``pairs``, each LOAD after it writes two
+    words."""
+    return control_data(ControlOp.ADDR, ADDR_ARG.pack(addr=address, pairs=pairs))
 
 
 def read_data(address, length):
@@ -311,7 +316,8 @@ def cr_job_layout(rows, n_out, n_feat):
     writes ``Y`` or, for a CR_ACT, ``X`` only when the slot is in it) and ``owner``
     (``o % rows``), ``raw`` (a CR_OUT), ``act`` (a CR_ACT or CR_DELTA of the owner row: the
     result goes into ``X`` and out; on another row either is a CR), ``delta`` (with ``act``: a
-    CR_DELTA, the result kept where the ``X`` word it replaces is nonzero, not its ReLU), and
+    CR_DELTA, its engine visiting every active token and keeping the result where the gate is
+    set, not its ReLU), and
     its ``quiet_n`` / ``quiet_s`` flags (:class:`CrArg`: no psum from that side)."""
     return data.StructLayout({"slot": unsigned(max(1, (max(n_out, n_feat) - 1).bit_length())),
                               "owner": unsigned(max(1, (rows - 1).bit_length())),

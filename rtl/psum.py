@@ -59,24 +59,24 @@ class AccDrainSignature(wiring.Signature):
 class PsumEngine(wiring.Component):
     """Reduces one retired accumulator buffer for output feature ``o`` (``docs/pe.md``).
 
-    It takes a carriage return from ``job`` (while idle, or while adding the last token of
-    the output before), with its role already split out (owner row ``o % rows``, result slot
-    ``o // rows``: :func:`~rtl.isa.cr_job_layout`) and the gate its buffer was filled under
-    (:func:`~rtl.isa.engine_job_layout`), then streams the gated tokens in order (the next one
-    found by a priority encoder over the gate bits not yet read) through two stages: ``read``
-    fetches ``ACC[t]``; ``add`` adds the psums it needs from the north and south FIFOs
-    (saturating: from the north on the rows ``0 < row <= owner``, from the south on the
-    rows ``owner <= row < rows - 1``, unless the job's ``quiet_n`` / ``quiet_s`` says none
-    come) and either sends the sum on ``psum_to_s`` / ``psum_to_n`` or, on the owner row,
-    hands it to a third stage, ``result``, which requantises it into ``Y[slot][t]`` (for a
-    ``CR_ACT``: its ReLU into ``X[slot][t]`` and its nonzero bit, through the lanes, in the cycle
-    ``out`` takes the same word; for a ``CR_DELTA`` the same with the requantised word where the
-    ``X`` word it replaces is nonzero, ``x_kept``, and 0 where it is zero), or, for a ``CR_OUT``,
-    sends it raw on ``out``. ``ACC[t]`` is zero when the buffer comes round again without a clear
-    from here (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless
-    the add waits (its data must hold in the read port; an add into ``result`` waits while a
-    CR_ACT's word there waits for ``out``, and so does an add that sends). Where the sums go (the
-    ``out`` color or a neighbour's) is a register set with the job.
+    It takes a carriage return from ``job`` (while idle, or while adding the last token of the
+    output before), with its role already split out (owner row ``o % rows``, result slot ``o //
+    rows``: :func:`~rtl.isa.cr_job_layout`) and the gate its buffer was filled under
+    (:func:`~rtl.isa.engine_job_layout`), then streams the gated tokens in order (the next one found
+    by a priority encoder over the gate bits not yet read) through two stages: ``read`` fetches
+    ``ACC[t]``; ``add`` adds the psums it needs from the north and south FIFOs (saturating: from the
+    north on the rows ``0 < row <= owner``, from the south on the rows ``owner <= row < rows - 1``,
+    unless the job's ``quiet_n`` / ``quiet_s`` says none come) and either sends the sum on
+    ``psum_to_s`` / ``psum_to_n`` or, on the owner row, hands it to a third stage, ``result``, which
+    requantises it into ``Y[slot][t]`` (for a ``CR_ACT``: its ReLU into ``X[slot][t]`` and its
+    nonzero bit, through the lanes, in the cycle ``out`` takes the same word; for a ``CR_DELTA`` the
+    requantised word where the job's gate is set and 0 where it is clear, visiting every active
+    token, ``open_tokens``, not only the gated ones), or, for a ``CR_OUT``, sends it raw on ``out``.
+    ``ACC[t]`` is zero when the buffer comes round again without a clear from here
+    (:class:`~rtl.core_acc.AccBuffers`). The next token is read while one is added, unless the add
+    waits (its data must hold in the read port; an add into ``result`` waits while a CR_ACT's word
+    there waits for ``out``, and so does an add that sends). Where the sums go (the ``out`` color or
+    a neighbour's) is a register set with the job.
 
     Latency: 1 cycle from a job to the first read; a result is written (or sent) the cycle
     after its add. Throughput: one token per cycle while its inputs and the output are ready:
@@ -104,10 +104,9 @@ class PsumEngine(wiring.Component):
     x_pending : Out(1)
         A CR_ACT's (CR_DELTA's) result waits in the result stage for ``out``: ``X`` is not
         written yet.
-    x_kept : In(1)
-        The nonzero (mask) bit of the ``X`` word the result stage's word replaces (bank
-        ``x_bank``, ``X[x_slot]`` at ``x_index``): a CR_DELTA keeps its result where it is set
-        and writes 0 where it is clear.
+    open_tokens : In(n_tok)
+        The core's active tokens (a bit each): what the owner of a CR_DELTA visits (the
+        dispatcher holds a TOKENS while the engine is busy, so they are the job's).
     overflow : Out(1)
         A sum overflowed this cycle (saturated; in bf16, became ``±inf`` or NaN from a finite
         value), or the requantisation in the result stage did.
@@ -139,7 +138,7 @@ class PsumEngine(wiring.Component):
             "x_index":   Out(range(params.tpb)),
             "x_value":   Out(fmt.operand_shape),
             "x_pending": Out(1),
-            "x_kept":    In(1),
+            "open_tokens": In(params.n_tok),
             "overflow":  Out(1),
         })
 
@@ -166,7 +165,9 @@ class PsumEngine(wiring.Component):
         # the only read left is the first of the next (so the buffers can present the address
         # before ``read``, which waits for the output, is known).
         m.d.comb += acc.read_next.eq(left == 0)
-        next_gate = job.payload.gate
+        # the tokens the next output visits: its gate, or a CR_DELTA owner's every active token
+        next_gate = Mux(job.payload.cr.delta, self.open_tokens, job.payload.gate)
+        keep = Signal(p.n_tok)                       # a CR_DELTA keeps its result where set
         read_from = Mux(acc.read_next, _lowest(m, next_gate, "next"), _lowest(m, left, "left"))
         m.d.comb += [
             acc.read_bank.eq(read_from[:log_lanes]),
@@ -186,7 +187,7 @@ class PsumEngine(wiring.Component):
         fire = Signal()
         # the result stage: its word for ``out`` (a CR_ACT's) goes before the add stage's
         result_free, result_word = self._result(m, fire & is_owner & ~raw, s2, add_token, slot,
-                                                act, delta)
+                                                act, delta, keep.bit_select(add_token, 1))
         x_out = self.x_pending
 
         sent = data.View(Wavelet, self.out.payload)
@@ -202,7 +203,7 @@ class PsumEngine(wiring.Component):
             owner = job.payload.cr.owner
             m.d.sync += [
                 raw.eq(job.payload.cr.raw), act.eq(job.payload.cr.act),
-                delta.eq(job.payload.cr.delta),
+                delta.eq(job.payload.cr.delta), keep.eq(job.payload.gate),
                 slot.eq(job.payload.cr.slot),
                 need_n.eq((row > 0) & (row <= owner) & ~job.payload.cr.quiet_n),
                 need_s.eq((row < p.rows - 1) & (row >= owner) & ~job.payload.cr.quiet_s),
@@ -253,22 +254,22 @@ class PsumEngine(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _result(self, m, load, total, token, slot, act, delta):
+    def _result(self, m, load, total, token, slot, act, delta, kept):
         """The owner's result stage, the cycle after the add (a register stage off the adders'
         path): ``total`` requantised into ``Y``, or for a CR_ACT its ReLU into ``X`` as
-        ``out`` takes it (for a CR_DELTA the requantised word where ``x_kept``, else 0).
-        ``load``: the add stage hands it ``total`` (of ``token``, ``slot``, ``act``, ``delta``)
-        now. Returns whether the stage takes a word this cycle (it is empty, holds a ``Y`` word,
-        or ``out`` takes its CR_ACT / CR_DELTA word) and that word."""
+        ``out`` takes it (for a CR_DELTA the requantised word where ``kept``, else 0).
+        ``load``: the add stage hands it ``total`` (of ``token``, ``slot``, ``act``, ``delta``,
+        ``kept``) now. Returns whether the stage takes a word this cycle (it is empty, holds a
+        ``Y`` word, or ``out`` takes its CR_ACT / CR_DELTA word) and that word."""
         p, fmt = self.params, self.params.fmt
         log_tok, log_lanes = p.n_tok.bit_length() - 1, p.lanes.bit_length() - 1
-        pending, is_act, is_delta = Signal(), Signal(), Signal()
+        pending, is_act, is_delta, is_kept = Signal(), Signal(), Signal(), Signal()
         held = Signal(fmt.acc_shape)
         at = Signal(log_tok + len(slot))             # token, then slot: Y's address
         result, over = fmt.requantise(held, m=m)
         word = Signal(fmt.operand_shape)
         # the overflow flag below is the requantiser's, whether the word is kept or not
-        m.d.comb += word.eq(Mux(is_delta, Mux(self.x_kept, result, 0), fmt.relu(result)))
+        m.d.comb += word.eq(Mux(is_delta, Mux(is_kept, result, 0), fmt.relu(result)))
         free = ~self.x_pending | self.out.ready
         m.d.comb += [
             self.y_write.eq(pending & ~is_act), self.y_value.eq(result),
@@ -283,5 +284,5 @@ class PsumEngine(wiring.Component):
             m.d.sync += pending.eq(0)
         with m.If(load):
             m.d.sync += [pending.eq(1), held.eq(total), is_act.eq(act), is_delta.eq(delta),
-                         at.eq(Cat(token[:log_tok], slot))]
+                         is_kept.eq(kept), at.eq(Cat(token[:log_tok], slot))]
         return free, word

@@ -376,9 +376,7 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     """Between AXPYs, the engine's writes (``x_write``: a word and its mask bit, zero words
     too, into any slot) and LOADs: each AXPY walks the mask as they left it (``nonzero``
     counts it) and multiplies the words they wrote; an AXPY with ``ones`` walks every gated
-    token of the bank whatever ``feature``'s mask holds and multiplies the format's one. In
-    every step ``x_kept`` (the bit a CR_DELTA keeps by) is the mask bit of the word at
-    ``x_slot``, ``x_index``: whether the word there, before this step's write, is nonzero."""
+    token of the bank whatever ``feature``'s mask holds and multiplies the format's one."""
     from wse.fabric import numerics
     from wse.rtl.numfmt import number_format
 
@@ -397,13 +395,10 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     want = np.zeros(tpb, dtype=np.int64)
     steps = [(str(rng.choice(["write", "load", "axpy", "ones"])), int(rng.integers(0, 3)),
               int(rng.integers(0, tpb)), operand()) for _ in range(60)]
-    counts, kept = [], []
+    counts = []
 
     async def bench(ctx):
         for kind, slot, index, value in steps:
-            ctx.set(dut.x_slot, slot)
-            ctx.set(dut.x_index, index)
-            kept.append((ctx.get(dut.x_kept), not numerics.is_zero(f, x[slot, index])))
             if kind in ("write", "load"):
                 if kind == "write":
                     ctx.set(dut.x_write, 1)
@@ -444,7 +439,6 @@ def test_axpy_lane_takes_the_engines_writes_and_walks_the_ones_slot(fmt):
     simulate(dut, bench)
     assert all(got == n for got, n in counts) and len(counts) > 20
     assert list(acc) == list(want)
-    assert all(got == bit for got, bit in kept) and 10 < sum(bit for _, bit in kept) < 50
 
 
 async def lane_walk(ctx, dut, acc):
@@ -627,12 +621,17 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     acc + north + south into Y (raw: sends it on ``out``), owner 2 sends acc + north south.
     With ``quiet``, jobs with random ``quiet_n`` / ``quiet_s``: no psum taken from that
     side (as if there were no neighbour there). With ``gated``, each job's gate lets a random
-    few of the 4 tokens through (none, now and then): the engine visits those alone. With
-    ``acts``, a third of the jobs are CR_ACTs (on the owner row: the ReLU of the requantised
-    sum into ``X`` and out, in the cycle ``out`` takes it; elsewhere a CR's psums), outputs 4
-    and 10 CR_DELTAs (the requantised sum where ``x_kept``, the bench's mask bit of the word
-    it replaces, is set, 0 where it is clear: negative results kept) and the output takes a
-    word less often: a result waits for it, and the adds behind it wait."""
+    few of the 4 tokens through (none, now and then): the engine visits those alone. The
+    bench changes ``open_tokens`` (the active tokens, the first 0 to 4) between some jobs,
+    while the engine is idle and no job is offered, as the core's TOKENS does: a CR, CR_OUT
+    or CR_ACT pays it no heed. With ``acts``, a third of the jobs are CR_ACTs (on the owner
+    row: the ReLU of the requantised sum into ``X`` and out, in the cycle ``out`` takes it;
+    elsewhere a CR's psums), outputs 4 and 10 CR_DELTAs under a gate of their own (tokens 0
+    and 2 with tokens 0 to 2 active: token 3 gated but not visited; tokens 1 and 3 with all
+    four active), which visit every active token, gated or not, taking its psums, and write
+    the requantised sum where the gate is set, 0 where it is clear (negative results kept);
+    and the output takes a word less often: a result waits for it, and the adds behind it
+    wait."""
     params = CoreParams(n_feat=4, n_tok=4, n_out=4, lanes=2, rows=3, row=1)
     c = params.colors
     dut = PsumEngine(params)
@@ -642,13 +641,21 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     if acts:        # outputs 1 and 7 are this row's CR_ACTs, 4 and 10 its CR_DELTAs
         outputs = [(o, "act" if o in (1, 7) else "delta" if o in (4, 10) else kind)
                    for o, kind in outputs]
-    # the mask bit of each word of X (bank, slot, index) a CR_DELTA reads
-    mask = {(b, j, i): bool(v) for (b, j, i), v in np.ndenumerate(
-        np.random.default_rng(100 + seed).random((2, 4, 2)) < 0.5)}
     flags = {o: (tuple(bool(v) for v in rng.random(2) < 0.4) if quiet else (False, False))
              for o, _ in outputs}
     acc = {o: list(rng.integers(-5000, 5000, 4)) for o, _ in outputs}
     gates = {o: int(rng.integers(0, 16)) | (o == 1) if gated else 0b1111 for o, _ in outputs}
+    # the active tokens (their count) each job is taken under: new ones before some jobs
+    counts = {o: int(rng.integers(0, 5)) for o, _ in outputs}
+    if acts:
+        gates.update({4: 0b0101, 10: 0b1010})
+        counts.update({4: 3, 10: 4})
+        acc[4][0] = -20000                        # a negative result, kept
+    events = []
+    for k, (o, kind) in enumerate(outputs):
+        if k == 0 or counts[o] != counts[outputs[k - 1][0]]:
+            events.append(("tokens", counts[o]))
+        events.append((o, kind))
     from_n = [int(v) for v in rng.integers(-5000, 5000, 60)]
     from_s = [int(v) for v in rng.integers(-5000, 5000, 60)]
     sent, y, x = [], {}, {}
@@ -656,12 +663,17 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
 
     async def bench(ctx):
         held = [0, 0]                             # each bank's read port holds its data
-        queue = list(outputs)
+        queue = list(events)
         current = None                            # the output of the last job taken
         n = s = 0
-        for _ in range(600):
-            ctx.set(dut.job.valid, bool(queue))
-            if queue:
+        for _ in range(800):
+            # a TOKENS: once the engine is idle (no job, no CR_ACT word waiting for out)
+            if queue and queue[0][0] == "tokens" and not ctx.get(dut.acc.busy) \
+                    and not ctx.get(dut.x_pending):
+                ctx.set(dut.open_tokens, (1 << queue.pop(0)[1]) - 1)
+            offer = bool(queue) and queue[0][0] != "tokens"
+            ctx.set(dut.job.valid, offer)
+            if offer:
                 o, kind = queue[0]
                 ctx.set(dut.job.payload, {"cr": {"slot": o // 3, "owner": o % 3,
                                                  "raw": kind == "raw",
@@ -676,9 +688,7 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
             ctx.set(dut.psum_s.payload, from_s[s] & 0xFFFFFFFF)
             ctx.set(dut.out.ready, bool(rng.random() < (0.4 if acts else 0.6)))
             ctx.set(dut.acc.data, held[ctx.get(dut.acc.add_bank)])
-            ctx.set(dut.x_kept, mask[(ctx.get(dut.x_bank), ctx.get(dut.x_slot),
-                                      ctx.get(dut.x_index))])
-            took = bool(queue) and ctx.get(dut.job.ready)
+            took = offer and ctx.get(dut.job.ready)
             if ctx.get(dut.acc.read):             # token 0 of the job taken now, or current's
                 source = queue[0][0] if ctx.get(dut.acc.read_next) else current
                 bank, index = ctx.get(dut.acc.read_bank), ctx.get(dut.acc.read_index)
@@ -706,16 +716,18 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
                 held[read[0]] = read[1]
             if took:
                 current = queue.pop(0)[0]
+        assert not queue
 
     def word_data(ctx):
         return WAVELET.unpack(ctx.get(dut.out.payload.as_value()))["data"]
 
     simulate(dut, bench)
     want_sent, want_y, want_x, n, s = [], {}, {}, 0, 0
-    deltas = []                                   # (kept, value) of each CR_DELTA word
+    deltas = []                                   # (gated, value) of each CR_DELTA word
     for o, kind in outputs:
         owner = o % 3
-        for t in (t for t in range(4) if gates[o] >> t & 1):
+        visits = (1 << counts[o]) - 1 if kind == "delta" else gates[o]
+        for t in (t for t in range(4) if visits >> t & 1):
             total = int(acc[o][t])
             if owner >= 1 and not flags[o][0]:
                 total += from_n[n]
@@ -730,8 +742,9 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
                 if kind == "act":
                     want_x[at] = max(0, round(total / 256))
                 else:
-                    want_x[at] = round(total / 256) if mask[at] else 0
-                    deltas.append((mask[at], want_x[at]))
+                    kept = bool(gates[o] >> t & 1)
+                    want_x[at] = round(total / 256) if kept else 0
+                    deltas.append((kept, want_x[at]))
                 want_sent.append((c.out, want_x[at] & 0xFFFFFFFF))
             else:
                 color = c.out if owner == 1 else (c.psum_to_n if owner == 0 else c.psum_to_s)
@@ -740,8 +753,10 @@ def test_psum_engine_adds_neighbours_psums_by_role(seed, quiet, gated, acts):
     assert y == want_y
     assert x == want_x
     assert not quiet or any(any(f) for f in flags.values())
+    assert sum(what == "tokens" for what, _ in events) > 2
     if acts:
         assert want_x and waited[0] > 0 and 0 in want_x.values()
-        assert any(k and v < 0 for k, v in deltas) and any(not k for k, _ in deltas)
+        assert len(deltas) == 7 and any(k and v < 0 for k, v in deltas)
+        assert [k for k, _ in deltas] == [True, False, True, False, True, False, True]
         print(f"psum engine, CR_ACT results under backpressure: {len(want_x)} written, "
               f"{waited[0]} cycles waiting for out")

@@ -607,92 +607,115 @@ def _act_stream(params, rng, outputs=20):
     CR_DELTA (a third each of the last two) with random ``quiet_n`` / ``quiet_s``, ``skip``
     where the row had no AXPY since the last carriage return, and now and then one of this
     row's with a slot outside ``X`` (a CR_ACT's, a CR_DELTA's) or ``Y`` (a CR's), dropped.
-    CR_ACTs and CR_DELTAs write slots the AXPYs behind them read (a CR_DELTA over words the
-    LOADs and CR_ACTs left zero and nonzero), often while the engine is still at work; READs
-    of ``X`` and LOADs right behind some of them."""
+    This row's CR_DELTAs mostly come under a MASK that clears some active tokens (in front of
+    the AXPYs, now and then between them and the CR_DELTA: the gate it keeps by is the one it
+    retires with), so the engine visits tokens the gate left out and writes 0 there; every
+    fifth output is one of them, with AXPYs, a MASK and a TOKENS right behind. CR_ACTs and
+    CR_DELTAs write slots the AXPYs behind them read, often while the engine is still at work;
+    READs of ``X``, LOADs and TOKENS (a new count of active tokens: it waits for the engine)
+    right behind some carriage returns."""
     rows, row, n_feat, n_tok = params.rows, params.row, params.n_feat, params.n_tok
     cmds = [pe_model.addr(params, 0), *pe_model.load(params, _operands(params, rng,
                                                                         (n_feat, n_tok)))]
     axpys, chunks = 0, -(-n_tok // 16)
-    for _ in range(outputs):
+
+    def a_mask(clears):
+        bits = int(rng.integers(0, 1 << 16))
+        bits |= 0 if clears else int(rng.choice([0, 0xFFFF]))
+        return pe_model.mask(params, int(rng.integers(0, chunks)), bits)
+
+    for k in range(outputs):
+        forced = k % 5 == 2         # this row's CR_DELTA under a MASK, a TOKENS right behind
+        kind = "delta" if forced else rng.choice(["cr", "raw", "act", "act", "delta", "delta"])
+        limit = {"cr": params.n_out, "raw": params.n_out, "act": n_feat, "delta": n_feat}[kind]
+        o = int(rng.integers(0, limit * rows))
+        if kind == "delta" and (forced or rng.random() < 0.5):     # this row's: it writes X
+            o = int(rng.integers(0, limit)) * rows + row
+        elif rng.random() < 0.06 and kind != "raw":    # this row's, outside X or Y: dropped
+            o = limit * rows + row
+        mine = kind == "delta" and o % rows == row
         if rng.random() < 0.1:
             cmds.append(pe_model.tokens(params, int(rng.integers(1, n_tok + 1))))
-        if rng.random() < 0.2:
-            bits = int(rng.integers(0, 1 << 16)) | int(rng.choice([0, 0xFFFF]))
-            cmds.append(pe_model.mask(params, int(rng.integers(0, chunks)), bits))
-        for _ in range(int(rng.integers(0, 4))):
+        if forced or rng.random() < (0.8 if mine else 0.2):
+            cmds.append(a_mask(mine))
+        for _ in range(int(rng.integers(forced, 4))):
             slot = isa.ONES_SLOT if rng.random() < 0.15 else int(rng.integers(0, n_feat))
             value = int(_operands(params, rng, 1, zeros=0.1)[0])
             cmds.append(pe_model.weight(params, value, slot))
             axpys += 1
         if rng.random() < 0.04:           # a bad slot: not X, not the ones slot
             cmds.append(pe_model.weight(params, 1, int(rng.choice([n_feat, 0xFFFE]))))
-        kind = rng.choice(["cr", "raw", "act", "act", "delta", "delta"])
-        limit = {"cr": params.n_out, "raw": params.n_out, "act": n_feat, "delta": n_feat}[kind]
-        o = int(rng.integers(0, limit * rows))
-        if rng.random() < 0.06 and kind != "raw":      # this row's, outside X or Y: dropped
-            o = limit * rows + row
+        if mine and rng.random() < 0.15:                # the CR_DELTA keeps by this gate
+            cmds.append(a_mask(True))
         skip = axpys == 0 and rng.random() < 0.5 and not (kind == "raw" and o % rows == row)
         quiet_n, quiet_s = (bool(v) for v in rng.random(2) < 0.3)
         cmds.append(pe_model.cr(params, o, raw=kind == "raw", act=kind == "act",
                                 delta=kind == "delta", quiet_n=quiet_n, quiet_s=quiet_s, skip=skip))
         axpys = 0
-        roll = rng.random()
+        roll = 0.3 if forced else rng.random()
         if roll < 0.15:
             cmds.append(pe_model.read(params, int(rng.integers(0, n_feat)) * n_tok, 2 * n_tok))
         elif roll < 0.25:               # a LOAD right behind: it waits for the engine
             cmds += [pe_model.addr(params, int(rng.integers(0, n_feat * n_tok))),
                      *pe_model.load(params, _operands(params, rng, int(rng.integers(1, 4))))]
-    return cmds + [pe_model.read(params, 0, n_feat * n_tok),
+        elif roll < 0.4:                # TOKENS right behind: it waits for the engine too
+            cmds.append(pe_model.tokens(params, int(rng.integers(1, n_tok + 1))))
+    return cmds + [pe_model.tokens(params, n_tok), pe_model.read(params, 0, n_feat * n_tok),
                    pe_model.read(params, Y_BASE, params.n_out * n_tok)]
 
 
-def _act_words(params, cmds, psums, kept=None):
-    """How many ``out`` words CR_ACTs and CR_DELTAs send in ``cmds`` and how many AXPYs read a
-    slot one of this row wrote (the golden model, command by command). ``kept``, a list: the
-    CR_DELTA words over a nonzero word of ``X`` (its result) and over a zero one (0) are
-    added to its two entries."""
+def _act_words(params, cmds, psums):
+    """What the golden model's CR_ACTs and CR_DELTAs of this row do in ``cmds``, command by
+    command: the ``out`` words they send, the AXPYs that read a slot one of them wrote, and of
+    the CR_DELTAs' words (one for every active token) those where the gate is set (the
+    result), those where it is clear (0), and the TOKENS right behind a CR_DELTA."""
     model = pe_model.CoreModel(params)
     model.run([], *psums)
     acts = reads = 0
+    deltas = [0, 0, 0]
     written = set()
     writes_x = (ControlOp.CR_ACT.value, ControlOp.CR_DELTA.value)
+    behind_delta = False
     for word in cmds:
         fields = isa.WAVELET.unpack(word)
         data = int(fields["data"])
         op = isa.CONTROL.unpack(data)["op"] if fields["ctrl"] else None
         slot = int(isa.CR_ARG.unpack(isa.CONTROL.unpack(data)["arg"])["o"]) // params.rows
-        old = model.x[slot].copy() if slot < params.n_feat else None
         gate = model.gate.copy()
+        active = np.arange(params.n_tok) < model.active
         sent = len(model.run([word]).get(params.colors.out, []))
+        deltas[2] += int(behind_delta and op == ControlOp.TOKENS.value)
+        behind_delta = False
         if op in writes_x:
             acts += sent
             if sent:
                 written.add(slot)
-            if sent and op == ControlOp.CR_DELTA.value and kept is not None:
-                nonzero = ~numerics.is_zero(params.fmt, old)
-                kept[0] += int((gate & nonzero).sum())
-                kept[1] += int((gate & ~nonzero).sum())
+            if sent and op == ControlOp.CR_DELTA.value:
+                assert sent == active.sum()             # every active token, gated or not
+                deltas[0] += int((gate & active).sum())
+                deltas[1] += int((~gate & active).sum())
+                behind_delta = True
         elif not fields["ctrl"] and fields["color"] == params.colors.weight:
             reads += int(isa.WEIGHT.unpack(data)["slot"]) in written
-    return acts, reads
+    return acts, reads, deltas
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_random_streams_with_activation_carriage_returns(seed):
     """CR_ACTs and CR_DELTAs among CRs and CR_OUTs (:func:`_act_stream`) on each row of
-    three, int16: the owner's ReLU'd results (CR_ACT) and results kept where ``X`` was nonzero
-    (CR_DELTA) go out and into ``X`` and its masks, and the AXPYs, READs and LOADs behind them
-    see them; random output pacing, 2 to 4 buffers, straps and held copies by seed."""
+    three, int16: the owner's ReLU'd results (CR_ACT) and, for every active token, results
+    kept where the gate is set and 0 where it is clear (CR_DELTA) go out and into ``X`` and
+    its masks, and the AXPYs, READs, LOADs and TOKENS behind them see them (a TOKENS waits for
+    the engine, so a CR_DELTA's owner visits the tokens active when it retired); random output
+    pacing, 2 to 4 buffers, straps and held copies by seed."""
     rng = np.random.default_rng(1300 + seed)
     row = seed % 3
     n_tok, lanes = [(4, 1), (8, 2), (4, 4), (16, 2)][seed % 4]
     params = CoreParams(n_feat=4, n_tok=n_tok, n_out=3, rows=3, row=row, lanes=lanes)
     cmds = _act_stream(params, rng)
     psums = _psums_of(params, cmds, rng)
-    kept = [0, 0]
-    acts, reads = _act_words(params, cmds, psums, kept)
-    assert row != 0 or acts and reads and all(kept)     # row 0 owns some outputs
+    acts, reads, deltas = _act_words(params, cmds, psums)
+    assert acts and reads and all(deltas)
     pace = rng.random(4000) < 0.7
     counters, cycles = compare(params, cmds, *psums,
                                ready=lambda cycle: bool(pace[cycle % len(pace)]),
@@ -700,15 +723,16 @@ def test_random_streams_with_activation_carriage_returns(seed):
                                             "straps": seed % 2 == 1,
                                             "held_copies": 1 + seed // 2 % 2})
     print(f"CR_ACT/CR_DELTA stream, row {row} of 3, {n_tok} tokens in {lanes} lanes: {acts} "
-          f"results written and sent ({kept[0]} deltas kept, {kept[1]} zeroed), {reads} AXPYs "
-          f"of written slots, {cycles} cycles, {counters['stall_cycles']} stalls")
+          f"results written and sent ({deltas[0]} deltas kept, {deltas[1]} zeroed, "
+          f"{deltas[2]} TOKENS right behind a CR_DELTA), {reads} AXPYs of written slots, "
+          f"{cycles} cycles, {counters['stall_cycles']} stalls")
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_random_streams_with_activation_carriage_returns_in_bf16(seed):
     """The same streams in bf16: the ReLU clears every pattern whose sign bit is set, ``-0``
-    included, a CR_DELTA keeps negative results where ``X`` was nonzero (a ``-0`` loaded is
-    zero), and a zero result's mask bit is clear."""
+    included, a CR_DELTA keeps negative results where the gate is set (and writes ``+0`` where
+    it is clear, over any word), and a zero result's mask bit is clear."""
     from wse.rtl.numfmt import BFloat16
 
     rng = np.random.default_rng(1400 + seed)
@@ -717,9 +741,8 @@ def test_random_streams_with_activation_carriage_returns_in_bf16(seed):
                         lanes=lanes, fmt=BFloat16())
     cmds = _act_stream(params, rng, outputs=16)
     psums = _psums_of(params, cmds, rng)
-    kept = [0, 0]
-    acts, reads = _act_words(params, cmds, psums, kept)
-    assert acts and reads and all(kept)
+    acts, reads, deltas = _act_words(params, cmds, psums)
+    assert acts and reads and all(deltas)
     pace = rng.random(4000) < 0.7
     compare(params, cmds, *psums, ready=lambda cycle: bool(pace[cycle % len(pace)]),
             core_kwargs={"straps": seed == 1})
@@ -832,20 +855,21 @@ def test_carriage_return_errors_by_kind_and_row(rows, row, kind):
 
 
 @pytest.mark.parametrize("fmt", ["int16", "bf16"])
-def test_cr_delta_keeps_its_result_where_x_was_nonzero(fmt):
-    """A CR_DELTA of output 1 (this row's slot 1) under a MASK of five tokens, over an ``X[1]``
-    with zero and nonzero words: of those tokens, the ones whose word of ``X[1]`` is nonzero
-    become the result (``x0``, the weight is one; a negative one kept, no ReLU), the others
-    0, their mask bits following (a kept result that is zero clears its bit); the other three
-    tokens keep their words and bits. The AXPY right behind (weight one, slot 1) reads them
-    while the engine is still at work, and a READ of ``X[1]`` shows them. By hand and against
-    the golden model, with the output held back every other cycle."""
+def test_cr_delta_writes_every_active_token_kept_by_the_gate(fmt):
+    """A CR_DELTA of output 1 (this row's slot 1) under a MASK of five tokens of eight, all
+    eight active: the engine visits all eight, and ``X[1]`` becomes the result (``x0``, the
+    weight is one; a negative one kept, no ReLU) at the gated tokens and 0 at the other three,
+    whatever the words it replaces (zero words at gated tokens 4 and 5 become their results,
+    nonzero ones at 1, 3 and 7 become 0), their mask bits following (a kept result that is
+    zero, token 2's, clears its bit); all eight words go out. The AXPY right behind (weight
+    one, slot 1) reads them while the engine is still at work, and a READ of ``X[1]`` shows
+    them. By hand and against the golden model, with the output held back every other cycle."""
     from wse.rtl.numfmt import number_format
 
     params = CoreParams(n_feat=2, n_tok=8, n_out=2, lanes=2, fmt=number_format(fmt))
     x0 = [300, -20, 0, 7, -1, 512, 5, -300]
-    x1 = [1, 2, 3, 0, -5, 0, 7, 0]
-    want_x1 = [300, 2, 0, 0, -1, 0, 5, 0]        # tokens 0, 2, 4, 5, 6 gated; 2's result is 0
+    x1 = [1, 2, 3, 4, 0, 0, 7, 8]
+    want_x1 = [300, 0, 0, 0, -1, 512, 5, 0]      # tokens 0, 2, 4, 5, 6 gated; 2's result is 0
     if params.fmt.is_float:
         x0, x1, want_x1 = (list(numerics.encode(params.fmt, np.array(v) / 64)[0])
                            for v in (x0, x1, want_x1))
@@ -854,31 +878,108 @@ def test_cr_delta_keeps_its_result_where_x_was_nonzero(fmt):
     word = (lambda w: w & 0xFFFFFFFF) if not params.fmt.is_float else int
     model = pe_model.CoreModel(params)
     out = model.run(cmds)[params.colors.out]
-    assert out[:5] == [word(want_x1[t]) for t in range(8) if gate >> t & 1]
-    assert out[5:13] == [word(w) for w in want_x1]
+    assert out[:8] == [word(w) for w in want_x1]           # the CR_DELTA's words, every token
+    assert out[8:16] == [word(w) for w in want_x1]         # the READ of X[1]
     assert list(model.x[1]) == want_x1
-    assert list(model.mask[1]) == [1, 1, 0, 0, 1, 0, 1, 0]
+    assert list(model.mask[1]) == [1, 0, 0, 0, 1, 1, 1, 0]
     assert list(model.y[0]) == want_x1           # one times X[1], every token (a new gate)
     for ready in (lambda cycle: True, lambda cycle: cycle % 2 == 0):
         _, cycles = compare(params, cmds, ready=ready)
-    print(f"{fmt}: a CR_DELTA of 5 gated tokens over 3 nonzero words, then an AXPY of its "
-          f"slot: {cycles} cycles in all")
+    print(f"{fmt}: a CR_DELTA of 8 active tokens, 5 gated, then an AXPY of its slot: "
+          f"{cycles} cycles in all")
 
 
 def test_cr_delta_overflow_counts_where_its_word_is_zeroed():
-    """A requantised result that saturates sets the overflow flag even where the CR_DELTA
-    writes 0 (the ``X`` word it replaces is zero), as the golden model has it; the word and
-    its mask bit stay zero, and the unsaturated tokens are kept."""
-    params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=2)
-    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[32767, 1, -2, 3], [0, 5, 6, 0]]),
-            pe_model.weight(params, 32767, 0), pe_model.cr(params, 1, delta=True),
-            pe_model.read(params, 4, 4)]
+    """Row 1 of 2 owns output 3 (slot 1); a MASK gates token 0 off. The engine visits it all
+    the same (its ``ACC`` is 0: the AXPY skipped it) and its north psum saturates the
+    requantised result: the overflow flag is set although the CR_DELTA writes 0 there, as the
+    golden model has it; the word and its mask bit are zero, the other tokens are kept. With a
+    small psum there, the same words and no overflow."""
+    params = CoreParams(n_feat=2, n_tok=4, n_out=1, lanes=2, rows=2, row=1)
+    cmds = [pe_model.addr(params, 0), *pe_model.load(params, [[300, 1, -2, 3], [7, 0, 6, 0]]),
+            pe_model.mask(params, 0, 0b1110), pe_model.weight(params, 256, 0),
+            pe_model.cr(params, 3, delta=True), pe_model.read(params, 4, 4)]
+    for first, overflow in ((2**30, 1), (100, 0)):
+        psums = [first, 5, 6, 7]
+        model = pe_model.CoreModel(params)
+        out = model.run(cmds, psums)[params.colors.out]
+        assert list(model.x[1]) == [0, 1, -2, 3] and out[:4] == out[4:8]
+        assert list(model.mask[1]) == [0, 1, 1, 1]
+        assert model.counters["overflow"] == overflow
+        counters, _ = compare(params, cmds, psums)
+        assert counters["overflow"] == overflow
+
+
+@pytest.mark.parametrize("fmt", ["int16", "bf16"])
+def test_a_tokens_behind_a_cr_delta_waits_for_the_engine(fmt):
+    """Six tokens of eight active; a CR_OUT whose totals wait for the output (held back for
+    200 cycles), then, queued behind it, a CR_DELTA under a MASK of tokens 0, 2, 6 and 7 (6
+    and 7 inactive), and right behind that a TOKENS of three. The TOKENS waits (stall cycles,
+    not busy ones) until the engine is done, so the CR_DELTA's owner visits the six tokens
+    active when it retired: ``X[1]`` is the result at 0 and 2 and 0 at 1, 3, 4 and 5, and
+    tokens 6 and 7 keep their words; all six words go out. The commands behind the TOKENS (an
+    output of the three tokens) do not wait for the engine, and the tail (TOKENS of eight, a
+    READ of ``X[1]``, the counters) is sent once the core is idle, so the stall cycles are the
+    TOKENS's wait. By hand and against the golden model, bit for bit."""
+    from amaranth.sim import Simulator
+
+    from wse.rtl.core import Core
+    from wse.rtl.numfmt import number_format
+
+    params = CoreParams(n_feat=2, n_tok=8, n_out=1, lanes=2, fmt=number_format(fmt))
+    x0 = [300, -20, 45, 7, -1, 512, 5, -300]
+    x1 = [1, 2, 0, 4, -5, 6, 7, 8]
+    want_x1 = [300, 0, 45, 0, 0, 0, 7, 8]        # gated 0, 2; 6 and 7 not visited
+    if params.fmt.is_float:
+        x0, x1, want_x1 = (list(numerics.encode(params.fmt, np.array(v) / 64)[0])
+                           for v in (x0, x1, want_x1))
+    one = numerics.one(params.fmt)
+    word = (lambda w: w & 0xFFFFFFFF) if not params.fmt.is_float else int
+    head = [pe_model.addr(params, 0), *pe_model.load(params, [x0, x1]), pe_model.tokens(params, 6),
+            pe_model.weight(params, one, 0), pe_model.cr(params, 0, raw=True),
+            pe_model.mask(params, 0, 0b1100_0101), pe_model.weight(params, one, 0),
+            pe_model.cr(params, 1, delta=True), pe_model.tokens(params, 3),
+            pe_model.weight(params, one, 0), pe_model.cr(params, 0, raw=True)]
+    tail = [pe_model.tokens(params, 8), pe_model.read(params, 8, 8),
+            pe_model.read(params, COUNTER_BASE, len(COUNTERS))]
     model = pe_model.CoreModel(params)
-    out = model.run(cmds)[params.colors.out]
-    assert list(model.x[1]) == [0, 128, -256, 0] and out[:4] == out[4:8]
-    assert model.counters["overflow"] == 1
-    counters, _ = compare(params, cmds)
-    assert counters["overflow"] == 1
+    want = model.run(head + tail)[params.colors.out]
+    assert want[6:12] == [word(w) for w in want_x1[:6]]    # the CR_DELTA's six words
+    assert want[15:23] == [word(w) for w in want_x1]       # the READ of X[1]
+    hold = 200
+    dut = Core(params, acc_buffers=4)
+    sent, words = [], list(head)
+
+    async def bench(ctx):
+        for cycle in range(hold + 600):
+            if not words and tail and cycle > hold and ctx.get(dut.idle):
+                words.extend(tail)
+                tail.clear()
+            ctx.set(dut.o.ready, cycle >= hold)
+            ctx.set(dut.i.valid, bool(words))
+            if words:
+                ctx.set(dut.i.payload.as_value(), words[0])
+            took = bool(words) and ctx.get(dut.i.ready)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                sent.append(ctx.get(dut.o.payload.data))
+            await ctx.tick()
+            if took:
+                words.pop(0)
+            if len(sent) == len(want):
+                return
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert sent[:-len(COUNTERS)] == want[:-len(COUNTERS)]
+    got, counters = (dict(zip(COUNTERS, w[-len(COUNTERS):])) for w in (sent, want))
+    for name in COUNTERS:
+        if name not in TIMED:
+            assert got[name] == counters[name], name
+    assert got["stall_cycles"] > hold - 50                 # the TOKENS's wait
+    print(f"{fmt}: a TOKENS behind a CR_DELTA queued behind 200 cycles of held output: "
+          f"{got['stall_cycles']} stall cycles")
 
 
 def _x_write_commands(params, x0, x1, gate, **kind):

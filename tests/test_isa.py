@@ -79,7 +79,7 @@ def test_fields_own_their_bits_and_nothing_else(layout, codec):
      "WeightPayload.value must fit in 16-bit signed, not -32769"),
     (isa.LOAD, {"value": np.array([1, 2, 40000])},
      "LoadPayload.value must fit in 16-bit signed, not 40000"),
-    (isa.LOAD, {"_pad": 1}, "LoadPayload has no field '_pad'; fields are value"),
+    (isa.LOAD, {"_pad": 1}, "LoadPayload has no field '_pad'; fields are value, high"),
     (isa.WORD, {"value": 1 << 31}, "WordPayload.value must fit in 32-bit signed, not 2147483648"),
     (isa.ADDR_ARG, {"addr": -1}, "AddrArg.addr must fit in 16 bits, not -1"),
     (isa.READ_ARG, {"len": 4096}, "ReadArg.len must fit in 12 bits, not 4096"),

@@ -248,8 +248,12 @@ def test_a_network_stays_on_the_mesh(sim, figure):
     slots 5-10 by CR_ACT with its bias on the ones slot; after a GEMM of other tokens above
     them (slots 14-15), layer 2 reads them there (no load, its tokens set again) and sends raw
     totals; the delta pass loads the loss's deltas into slots 11-13 and writes ``W2^T dY``
-    over the activations where they are nonzero (CR_DELTA). Every result, counter and word of
-    every core's X as the golden model's; the cycle model within a few per cent."""
+    over the activations where they are nonzero (CR_DELTA, its owner rows gated by MASKs).
+    Then the same delta pass transposed (``docs/mesh.md``, "The transposed backward pass"):
+    ``dY^T`` streamed over ``W2`` loaded into slots 11-13, ``dZ^T`` written by CR_DELTA into
+    slots 0-4 (every active token: 0 where the ReLU cut) and read in place by the masked
+    weight-gradient GEMM of layer 1, the batch streamed as its weights. Every result, counter
+    and word of every core's X as the golden model's; the cycle model within a few per cent."""
     rtl, golden = sessions(MESH_2X3, sim)
     rng = np.random.default_rng(21)
     cfg = MESH_2X3
@@ -258,7 +262,8 @@ def test_a_network_stays_on_the_mesh(sim, figure):
     b1, b2 = rng.integers(-4000, 4000, 12), rng.integers(-4000, 4000, 5)
     dY = rng.integers(-300, 300, (5, 10))
     W4, X4 = random_gemm(rng, 6, 4, 12, 0.3)
-    i12, i5, i4 = np.arange(12), np.arange(5), np.arange(4)
+    M1 = rng.random((12, 9)) < 0.4                      # layer 1's mask
+    i12, i5, i4, i10 = np.arange(12), np.arange(5), np.arange(4), np.arange(10)
     mid = Placement(cfg.rows, i12 % 2, 5 + i12 // 2)
     with rtl, golden:
         results = {}
@@ -291,11 +296,22 @@ def test_a_network_stays_on_the_mesh(sim, figure):
                                                                        11 + i5 // 2),
                                 out_placement=mid, keep=A != 0)
             _resident_step(system, back, same("delta"))
+            tback = compile_gemm(cfg, dY.T, W2, in_placement=Placement(cfg.rows, i5 % 2,
+                                                                      11 + i5 // 2),
+                                 out_placement=Placement(cfg.rows, i10 % 2, i10 // 2),
+                                 keep=(A != 0).T)
+            dZT = _resident_step(system, tback, same("transposed delta")).y
+            grad = compile_gemm(cfg, X, dZT, mask=M1.T, raw=True, load=False,
+                                in_placement=Placement(cfg.rows, i10 % 2, i10 // 2))
+            _resident_step(system, grad, same("gradient"))
+        np.testing.assert_array_equal(results["transposed delta"].y.T, results["delta"].y)
+        assert (results["gradient"].y != 0).any()
         assert (A == 0).any() and (A != 0).any()
         x_rtl, x_golden = (s.memcpy_d2h("X", 0, 0, cfg.cols, cfg.rows, cfg.n_feat * cfg.n_tok)
                            for s in (rtl, golden))
         np.testing.assert_array_equal(x_rtl, x_golden)
-        for name, program in (("layer 1", first), ("layer 2", second), ("delta", back)):
+        for name, program in (("layer 1", first), ("layer 2", second), ("delta", back),
+                              ("transposed delta", tback), ("gradient", grad)):
             got, model = results[name].cycles, predict_cycles(program)
             figure(f"resident {name} on the 2x3 {sim} mesh: {got} cycles (cycle model {model}),"
                    f" {results[name].load_cycles} to set its tokens"

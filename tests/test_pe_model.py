@@ -623,22 +623,46 @@ def test_the_ones_slot_is_a_bias_on_every_gated_token(fmt, one):
 
 # CR_DELTA -----------------------------------------------------------------------------------------
 
-def test_cr_delta_keeps_the_result_where_x_was_nonzero():
-    """Row 1 of 2 owns output 3 (slot 1): ``requantise(acc + psum)`` of the gated tokens (0, 1,
-    3) goes into ``X[1]`` and out where the word it replaces is nonzero, 0 where it is zero (no
-    ReLU: a negative result is kept); token 2 keeps its word; a saturated result sets the
-    overflow flag even where its word is zeroed; ``Y`` stays."""
+def test_cr_delta_writes_every_active_token_kept_by_the_gate():
+    """Row 1 of 2 owns output 3 (slot 1): the engine visits every active token, the MASK's
+    (0, 1, 3) and token 2 it gated off alike, taking a psum for each, and writes
+    ``requantise(acc + psum)`` into ``X[1]`` and out where the gate is set, 0 where it is
+    clear, whatever the word it replaces (no ReLU: a negative result is kept); a saturated
+    result sets the overflow flag even where its word is zeroed; ``Y`` stays."""
     p, m = core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)
-    out = m.run([*loaded(p, [[256, -512, 7, 30000], [1, 0, 3, 0]]), weight(p, 256, 0),
-                 mask(p, 0, 0b1011), cr(p, 3, delta=True)],
-                psum_from_n=[128, 0, 32767 * 256])
-    # results 256 (256.5, half to even), -512, 32767 (saturated); X[1] was 1, 0, -, 0
-    assert out[C.out] == [256, 0, 0] and m.x[1].tolist() == [256, 0, 3, 0]
-    assert m.mask[1].tolist() == [True, False, True, False]
+    cmds = [*loaded(p, [[256, -512, 7, 30000], [1, 0, 3, 0]]), weight(p, 256, 0),
+            mask(p, 0, 0b1011), cr(p, 3, delta=True)]
+    with pytest.raises(ValueError, match="needs 4 psum_from_n values, only 3 left"):
+        core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)[1].run(
+            cmds, psum_from_n=[128, 0, 2**23])
+    out = m.run(cmds, psum_from_n=[128, 0, 2**23, 256])
+    # results 256 (256.5, half to even), -512, 32767 (saturated: token 2's ACC is 0, the
+    # AXPY skipped it), 30001; X[1] was 1, 0, 3, 0
+    assert out[C.out] == u32([256, -512, 0, 30001]) and m.x[1].tolist() == [256, -512, 0, 30001]
+    assert m.mask[1].tolist() == [True, True, False, True]
     assert m.counters["overflow"] == 1 and not m.error and not m.y.any()
+    assert m.pending_psums[C.psum_from_n] == 0 and m.gate.all()
+    # nothing saturates: no overflow; a kept 0 clears its bit, a zeroed word over a nonzero one
     p, m = core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)
-    out = m.run([*loaded(p, [[256, -512, 0, 7], [1, 5, 3, 0]]), weight(p, 256, 0),
-                 cr(p, 3, delta=True)], psum_from_n=[0, 0, 0, 0])
-    assert out[C.out] == [256, -512 & 0xFFFFFFFF, 0, 0] and m.x[1].tolist() == [256, -512, 0, 0]
-    assert m.mask[1].tolist() == [True, True, False, False]       # a kept 0 clears its bit
+    out = m.run([*loaded(p, [[256, -512, 0, 7], [0, 5, 3, 8]]), weight(p, 256, 0),
+                 mask(p, 0, 0b0111), cr(p, 3, delta=True)], psum_from_n=[0, 0, 0, 9])
+    assert out[C.out] == u32([256, -512, 0, 0]) and m.x[1].tolist() == [256, -512, 0, 0]
+    assert m.mask[1].tolist() == [True, True, False, False]
     assert m.counters["overflow"] == 0
+
+
+def test_cr_delta_visits_the_active_tokens_and_other_rows_their_gate():
+    """Three active tokens of four, a MASK of tokens 1 and 3 (3 inactive): the owner's engine
+    visits tokens 0, 1, 2 (three psums), writes the result at 1 and 0 at 0 and 2, and leaves
+    token 3's word (gated, inactive: not visited); on row 0 of 2 the same CR_DELTA is a CR
+    whose engine visits its gate (tokens 1 and 3: their sums go south)."""
+    p, m = core(n_feat=2, n_tok=4, n_out=1, row=1, rows=2, lanes=2)
+    stream = [*loaded(p, [[4, 5, 6, 7], [1, 2, 3, 9]]), tokens(p, 3), mask(p, 0, 0b1010),
+              weight(p, 256, 0), cr(p, 3, delta=True)]
+    out = m.run(stream, psum_from_n=[256, 512, 768])
+    assert out[C.out] == [0, 7, 0] and m.x[1].tolist() == [0, 7, 0, 9]
+    assert m.pending_psums[C.psum_from_n] == 0 and m.gate.tolist() == [True] * 3 + [False]
+    p, m = core(n_feat=2, n_tok=4, n_out=1, row=0, rows=2, lanes=2)
+    out = m.run(stream)
+    assert out[C.psum_to_s] == [5 * 256, 7 * 256] and out[C.out] == []
+    assert m.x[1].tolist() == [1, 2, 3, 9]

@@ -4,6 +4,7 @@ placements, the validation messages, the streams wavelet by wavelet, load / read
 import numpy as np
 import pytest
 
+from wse.fabric import loads as loads_mod
 from wse.fabric.compiler import compile_gemm, compile_gemm_csr
 from wse.fabric.config import MeshConfig
 from wse.fabric.pe_model import CoreModel
@@ -353,37 +354,60 @@ def test_x_blocks_deal_tokens_to_columns_and_features_to_slots():
                 assert block[s, lt] == (X[i, t] if t < 7 else 0)
 
 
-def test_load_streams_give_every_core_its_block():
+@pytest.mark.parametrize("tokens", [6, 5])
+def test_load_streams_give_every_core_its_block(tokens):
+    """Each column's SELECT, TOKENS and ADDR first (an odd word alone after it, then an ADDR
+    with ``pairs`` of the next), then LOAD pairs dealt out in rounds, at most ``GROUP`` to a
+    column at a time; every core of a row, running the row's whole stream, ends with its block
+    and keeps its commands alone."""
     rng = np.random.default_rng(2)
     config = MeshConfig(rows=3, cols=2, n_feat=4, n_tok=4, n_out=4)
     W = sparse(rng, (5, 8), 0.5)
-    X = rng.integers(-32768, 32767, (8, 6))
+    X = rng.integers(-32768, 32767, (8, tokens))
     prog = compile_gemm(config, W, X)
     streams = prog.load_streams()
     blocks = prog.x_blocks()
     cmd = config.plan.cmd
-    assert prog.active_tokens().tolist() == [3, 3]         # 6 tokens over 2 columns
+    active = prog.active_tokens().tolist()
+    assert active == ([3, 3] if tokens == 6 else [3, 2])
     for r in range(3):
         ops = decoded(streams[r])
         k = 0
+        words = [blocks[(r, c)][:, :active[c]].size for c in range(2)]
         for c in range(2):
-            n = blocks[(r, c)][:, :3].size                 # the 3 active tokens of each slot
-            assert ops[k:k + 2] == [("SELECT", cmd, c), ("TOKENS", cmd, 3)]
+            assert ops[k:k + 2] == [("SELECT", cmd, c), ("TOKENS", cmd, active[c])]
             k += 2
-            if not n:
+            if words[c] % 2:
+                assert [op[0] for op in ops[k:k + 3]] == ["ADDR", "w", "ADDR"]
+                assert ops[k][2] == 0 and ops[k + 2][2] >> 16 & 1       # then pairs
+                k += 3
+            elif words[c]:
+                assert ops[k][0] == "ADDR" and ops[k][2] == 1 << 16    # slot 0, pairs
+                k += 1
+        loads = {0: 0, 1: 0}
+        selected = None
+        for op in ops[k:]:
+            if op[0] == "SELECT":
+                selected, run = op[2], 0
                 continue
-            assert ops[k] == ("ADDR", cmd, 0)
-            assert [(kind, col) for kind, col, *_ in ops[k + 1:k + 1 + n]] == [("w", cmd)] * n
-            k += 1 + n
-        assert k == len(ops)
+            assert op[0] == "w"
+            run += 1
+            assert run <= loads_mod.GROUP
+            loads[selected] += 1
+        assert loads == {c: words[c] // 2 for c in range(2)}
         for c in range(2):                # the row's whole stream reaches every core of the row
             core = CoreModel(config.core(r, c))
             core.run(streams[r])
             slots = blocks[(r, c)].shape[0]
             assert (core.x[:slots] == blocks[(r, c)]).all() and not core.x[slots:].any()
-            assert core.active == 3 and core.gate.tolist() == [True] * 3 + [False]
-            kept = 1 + (1 + blocks[(r, c)][:, :3].size if blocks[(r, c)].size else 0)
-            assert not core.error and core.counters["wavelets_in"] == kept
+            assert core.active == active[c]
+            assert core.gate.tolist() == [t < active[c] for t in range(4)]
+            # TOKENS, the ADDR (or ADDR, the odd word, ADDR) and the pairs: a cycle each, and
+            # a pair's second word one more
+            header = (3 if words[c] % 2 else 1) if words[c] else 0
+            assert not core.error
+            assert core.counters["wavelets_in"] == 1 + header + words[c] // 2
+            assert core.counters["busy_cycles"] == 1 + header + 2 * (words[c] // 2)
 
 
 def test_load_streams_can_use_another_x():

@@ -262,21 +262,40 @@ def test_a_resident_backward_pass_gives_the_gradients_of_the_edge_one(fmt):
     assert resident.delta is None and edge.delta is None
 
 
-def test_a_deep_network_keeps_every_layers_activations_for_its_delta_pass(monkeypatch):
+@pytest.mark.parametrize("transposed", [True, False], ids=["transposed", "usual"])
+def test_a_deep_network_keeps_every_layers_activations_for_its_delta_pass(monkeypatch,
+                                                                           transposed):
     """Four layers on the wavelet-level golden model, whose cores keep their memory between
-    GEMMs as the RTL's do: each delta pass finds its layer's activations where the forward
-    pass left them (layer 3's inputs do not go over layer 1's), so a step ends with the
-    weights of the fast reference, which computes every GEMM from the host's copies."""
+    GEMMs as the RTL's do: the usual backward pass finds each layer's activations where the
+    forward pass left them (layer 3's inputs do not go over layer 1's), the transposed one
+    each layer's ``dZ^T`` where the delta pass above wrote it; either way a step ends with
+    the weights of the fast reference, which computes every GEMM from the host's copies, and
+    both ways with the same weights."""
     import wse.runtime
+    from wse.fabric import config as config_module
     from wse.host.train import Trainer, TrainSettings
     from wse.runtime import GoldenSystem
 
-    def run():
+    def run(scheme):
+        monkeypatch.setattr(config_module, "_transposed_backward", lambda *args: scheme)
         with Trainer(TrainSettings(steps=1, hidden=(48, 40, 24))) as trainer:
             assert trainer.sizing.layout["inputs"] == [0, 16, 0, 28]   # 16, 12, 10, 6 slots
+            assert trainer.sizing.layout.get("transposed", False) == scheme
             trainer.step()
             return trainer.report()["weights_digest"]
-    fast = run()
-    monkeypatch.setattr(wse.runtime, "open_system",
-                        lambda backend, config, **options: GoldenSystem(config))
-    assert run() == fast
+    fast = run(transposed)
+    with monkeypatch.context() as patch:
+        patch.setattr(wse.runtime, "open_system",
+                      lambda backend, config, **options: GoldenSystem(config))
+        assert run(transposed) == fast
+    assert run(not transposed) == fast
+
+
+def test_the_backward_pass_runs_transposed_where_it_loads_fewer_words():
+    """64-64-10 with a shard of 32: each delta pass loads its ``W`` (640 words) instead of the
+    loss's deltas and the batch's transpose (2368): transposed, ``weights`` where ``deltas``
+    was. 64-512-512-10: the 512x512 ``W`` would be 262,144 words: the usual one."""
+    small = train_config((4, 4), (64, 64, 10), 32)
+    assert small.layout == {"inputs": [0, 16], "weights": 32, "gradient": 35,
+                            "transposed": True}
+    assert "transposed" not in train_config((4, 4), (64, 512, 512, 10), 32).layout
