@@ -15,7 +15,8 @@ from wse.rtl.validate import count
 
 from .routes import ColorPlan
 
-__all__ = ["MeshConfig", "gemm_config", "parse_mesh", "train_config", "TrainSizing"]
+__all__ = ["MeshConfig", "gemm_config", "parse_mesh", "train_config", "TrainSizing",
+           "transposed_backward"]
 
 
 def parse_mesh(text):
@@ -182,7 +183,7 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     stream once) and of the shard. ``X`` holds the activations of every layer at once (a
     region for each layer's inputs, layer 2's over the batch: :func:`_regions`), then the
     loss's deltas (or, where the backward pass loads fewer words transposed, each layer's
-    ``W``: :func:`_transposed_backward`) and the weight-gradient pass's features
+    ``W``: :func:`transposed_backward`) and the weight-gradient pass's features
     (:attr:`TrainSizing.layout`); where
     that takes more than
     the cores' memory holds at those tokens, the weight-gradient pass's tokens are halved
@@ -217,7 +218,7 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     # the gradient pass's features (the shard's tokens)
     inputs, regions = _regions([math.ceil(w / rows) for w in widths[:-1]])
     n_tok_grad = _pow2(math.ceil(max(widths[:-1]) / cols))
-    transposed = _transposed_backward(widths, shard, cols * max(n_tok, n_tok_grad))
+    transposed = transposed_backward(widths, shard, cols * max(n_tok, n_tok_grad))
     # the loss's deltas (or, transposed, each layer's W), then the gradient pass's features
     regions += [math.ceil(max(widths[2:] if transposed else widths[-1:]) / rows),
                 math.ceil(shard / rows)]
@@ -260,7 +261,7 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
     return TrainSizing(config, blocked, layout, why_not)
 
 
-def _transposed_backward(widths, shard, tokens):
+def transposed_backward(widths, shard, tokens):
     """Whether the backward pass loads fewer words transposed (``docs/mesh.md``, "The
     transposed backward pass"): each layer above the first loads its ``W`` for the delta pass
     (``dZ^T = dY^T @ W``) and the top layer ``dY^T``, where the usual one loads the loss's

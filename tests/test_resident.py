@@ -277,7 +277,7 @@ def test_a_deep_network_keeps_every_layers_activations_for_its_delta_pass(monkey
     from wse.runtime import GoldenSystem
 
     def run(scheme):
-        monkeypatch.setattr(config_module, "_transposed_backward", lambda *args: scheme)
+        monkeypatch.setattr(config_module, "transposed_backward", lambda *args: scheme)
         with Trainer(TrainSettings(steps=1, hidden=(48, 40, 24))) as trainer:
             assert trainer.sizing.layout["inputs"] == [0, 16, 0, 28]   # 16, 12, 10, 6 slots
             assert trainer.sizing.layout.get("transposed", False) == scheme
