@@ -227,10 +227,13 @@ def train_config(mesh, widths, shard, *, names=None, **overrides):
                                   or sum(regions) * n_tok_grad > _X_WORDS):
         n_tok_grad //= 2
     n_tok = max(n_tok, n_tok_grad)
-    if transposed and max(widths) > cols * n_tok:     # halved to fit: a W no longer fits a row
+    n_feat = min(max(base.n_feat, widest, sum(regions)), _MAX_DIM, _X_WORDS // n_tok)
+    if transposed and (max(widths[1:]) > cols * n_tok or sum(regions) > n_feat):
+        # halved to fit, a W no longer fits a row; or the Ws' region leaves no room for the
+        # activations: the usual backward pass
         transposed = False
         regions[-2] = math.ceil(widths[-1] / rows)
-    n_feat = min(max(base.n_feat, widest, sum(regions)), _MAX_DIM, _X_WORDS // n_tok)
+        n_feat = min(max(base.n_feat, widest, sum(regions)), _MAX_DIM, _X_WORDS // n_tok)
     n_out = min(max(base.n_out, widest), _MAX_DIM, _Y_WORDS // n_tok)
     blocked = {}
     for name, n_in, n_o in zip(names, widths, widths[1:]):
@@ -265,13 +268,14 @@ def transposed_backward(widths, shard, tokens):
     """Whether the backward pass loads fewer words transposed (``docs/mesh.md``, "The
     transposed backward pass"): each layer above the first loads its ``W`` for the delta pass
     (``dZ^T = dY^T @ W``) and the top layer ``dY^T``, where the usual one loads the loss's
-    deltas twice and every other layer's ``A^T``; and whether each layer's inputs and
-    outputs fit a row's ``tokens`` (its ``W`` and its gradient's ``dZ^T`` as ``X``)."""
+    deltas and, for each layer's gradient pass, the smaller of ``A^T`` and ``dY^T``
+    (:func:`~fabric.gradient.gradient_gemm`); and whether each layer's outputs and every
+    layer's inputs but the batch's fit a row's ``tokens`` (a ``W`` and a ``dZ^T`` as ``X``)."""
     layers = list(zip(widths, widths[1:]))
-    if len(layers) < 2 or max(widths) > tokens:
+    if len(layers) < 2 or max(widths[1:]) > tokens:
         return False
     transposed = shard * widths[-1] + sum(n_in * n_out for n_in, n_out in layers[1:])
-    usual = 2 * shard * widths[-1] + sum(n_in * shard for n_in, _ in layers[:-1])
+    usual = shard * widths[-1] + sum(shard * min(n_in, n_out) for n_in, n_out in layers)
     return transposed < usual
 
 

@@ -45,9 +45,9 @@ ENGINE_EXTRA = 2
 #: an idle mesh.
 FILL, DRAIN = 4, 4
 
-#: Edge transfers (``docs/mesh.md``, "Edge transfers"), fitted to the RTL on 1x2, 2x1, 1x4, 4x1,
-#: 2x2, 2x3, 3x2, 3x3 and 4x4 meshes and exact on each: a load follows each row's stream
-#: through its cores (:mod:`fabric.loads`); a read ends when the slower of two resources is
+#: Edge transfers (``docs/mesh.md``, "Edge transfers"), fitted to the RTL and exact on the
+#: meshes of ``tests/test_io_cycles.py``: a load follows each row's stream through its cores
+#: (:mod:`fabric.loads`); a read ends when the slower of two resources is
 #: done: a core sends a word every ``READ_WORD`` cycles, an outlet takes one a cycle from every
 #: row of its column; then the last word crosses the rows below, ``READ_HOP`` cycles each.
 READ_WORD, READ_CORE_EXTRA, READ_OUTLET_EXTRA, READ_HOP = 2, 3, 7, 2

@@ -40,8 +40,9 @@ DEPTH = 4
 
 
 def _plan(program):
-    """``{row: [(column or None, cost, wavelet builder args)]}``: each row's load stream as
-    items (``None``: a SELECT, which every core takes at its ramp) without the data."""
+    """``{row: [(column or None, kind, argument)]}``: each row's load stream as items (column
+    ``None``: a SELECT, which every core takes at its ramp; kinds ``select``, ``tokens``,
+    ``addr``, ``pair``, ``single``), without the data."""
     cfg = program.config
     active = program.active_tokens().tolist()
     first, count = (a.tolist() for a in program.load_slots())

@@ -32,15 +32,21 @@ def tune_gemm(config, W, X=None, **options):
     """The program of ``W @ X`` with the fewest modelled cycles among those :func:`compile_gemm`
     gives for the choices ``options`` (its keyword arguments) leave open: without
     ``in_placement`` (and with ``balance``), the balanced and the packed placement
-    (:meth:`Placement.packed_counts`); without ``spans``, with and without; without ``order``,
+    (:meth:`Placement.packed_counts`; not for a resident ``X``, ``load=False``); without
+    ``spans``, with and without; without ``order``,
     the orders of the module's docstring. The default program wins every tie. The program
     keeps a ``tuned`` attribute: ``{"candidates": programs modelled, "cycles": its modelled
     cycles, "default_cycles": the default program's}``. ``ValueError`` as
-    :func:`compile_gemm`."""
+    :func:`compile_gemm`, and without ``X``."""
+    if X is None:
+        raise ValueError("tune_gemm needs X: the cycle model costs each program on its "
+                         "activations")
     default = compile_gemm(config, W, X, **options)
     X = default.X
     placements = [default.in_placement]
-    if options.get("in_placement") is None and options.get("balance", True):
+    # a resident X (load=False) is where an earlier program put it: its placement stays
+    if (options.get("in_placement") is None and options.get("balance", True)
+            and options.get("load", True)):
         counts = np.bincount(default.weights.indices, minlength=default.n_in)
         packed = Placement.packed_counts(counts, config.rows)
         if packed != default.in_placement:

@@ -18,18 +18,22 @@ and all values in the datapath format (:mod:`host.numbers`; bf16: bit patterns):
   (bf16: ``bf(fl(Z + b))``; a value made infinite there counts as the pass's overflow) and
   ``A' = relu(Y)``;
 - **backward**: the weight-gradient pass ``dW[o, i] = sum_t dY[o, t] A[i, t]`` for the mask's
-  indices on the mesh, as the masked GEMM ``dY @ A^T`` (:func:`fabric.gradient.gradient_gemm`:
-  the nonzero deltas stream, the mask gates the MACs, the 32-bit totals stream out raw), and
-  ``db = sum_t dY`` here, exactly; then, below the first layer, the delta pass
-  ``dA = W^T @ dY`` on the mesh, masked by the ReLU of the layer below (with a layout, on the
-  mesh: written over the layer's activations by CR_DELTA, :meth:`MeshWorker.resident_delta`;
-  the gradient pass's ``A^T`` then goes into the slots above them). Gradients leave as
-  SwarmX adds them (:func:`~host.numbers.gradient_sum`: ``int64``, or in bf16 the binary32
-  totals as exact sums; a total that is not finite is an error naming the layer).
+  indices on the mesh, as the masked GEMM ``dY @ A^T`` or ``A @ dY^T``
+  (:func:`fabric.gradient.gradient_gemm`: the nonzero deltas or activations stream, the mask
+  gates the MACs, the 32-bit totals stream out raw), and ``db = sum_t dY`` here, exactly; then,
+  below the first layer, the delta pass ``dA = W^T @ dY`` on the mesh, masked by the ReLU of
+  the layer below (with a layout, on the mesh: written over the layer's activations by
+  CR_DELTA, :meth:`MeshWorker.resident_delta`, the gradient pass's ``A^T`` going into the
+  slots above them; with a transposed layout, ``dZ^T = dY^T @ W`` with ``W`` loaded, written
+  where the gradient pass of the layer below reads it, :meth:`MeshWorker.transposed_delta`).
+  Gradients leave as SwarmX adds them (:func:`~host.numbers.gradient_sum`: ``int64``, or in
+  bf16 the binary32 totals as exact sums; a total that is not finite is an error naming the
+  layer).
 
 The weights stay compressed rows from the stream to the tiles: the tiles are cut from them
 (:class:`fabric.tiling.SparseRows`) and the delta pass's ``W^T`` is their transpose, with no
-dense layer in between; :meth:`System.gemm <runtime.system.System.gemm>` takes each tile as
+dense layer in between (a transposed delta pass loads ``W`` into the cores, dense: its zeros
+cost no MAC there); :meth:`System.gemm <runtime.system.System.gemm>` takes each tile as
 compressed rows and compiles it from them. The System reads no counters
 (``counters=False``): training needs only ``Y``, the cycles and the sticky error and overflow
 flags.

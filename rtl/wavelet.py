@@ -102,14 +102,14 @@ class ControlOp(hw_enum.Enum, shape=4):
     RESET    = 2   # switch back to position 0
     TEARDOWN = 3   # block the color until a configuration wavelet resets it
     CR       = 4   # carriage return: output feature ``arg`` is complete (core)
-    ADDR     = 5   # set the core's load pointer to ``arg[15:0]`` (core)
+    ADDR     = 5   # the core's load pointer := ``arg[15:0]``, LOAD pairs := ``arg[16]`` (core)
     READ     = 6   # send ``arg[27:16]`` words of the core's memory from ``arg[15:0]`` (core)
     CR_OUT   = 7   # carriage return whose total leaves raw on ``out`` instead of ``Y`` (core)
     SELECT   = 8   # on ``cmd``: the core of column ``arg`` takes the commands that follow (core)
     MASK     = 9   # the core of column ``arg.col`` gates 16 of its tokens until the next CR (core)
     TOKENS   = 10  # the core's active tokens := ``arg``: its engine reduces only those (core)
     CR_ACT   = 11  # carriage return whose owner writes ``relu`` of the result into ``X`` (core)
-    CR_DELTA = 12  # carriage return whose owner writes the result into ``X`` where it was nonzero
+    CR_DELTA = 12  # carriage return whose owner writes the result into ``X`` where its gate is set
 
 
 class ConfigOp(hw_enum.Enum, shape=2):

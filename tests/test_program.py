@@ -361,9 +361,9 @@ def test_load_streams_give_every_core_its_block(tokens):
     column at a time; every core of a row, running the row's whole stream, ends with its block
     and keeps its commands alone."""
     rng = np.random.default_rng(2)
-    config = MeshConfig(rows=3, cols=2, n_feat=4, n_tok=4, n_out=4)
-    W = sparse(rng, (5, 8), 0.5)
-    X = rng.integers(-32768, 32767, (8, tokens))
+    config = MeshConfig(rows=3, cols=2, n_feat=6, n_tok=4, n_out=4)
+    W = sparse(rng, (5, 16), 0.5)
+    X = rng.integers(-32768, 32767, (16, tokens))
     prog = compile_gemm(config, W, X)
     streams = prog.load_streams()
     blocks = prog.x_blocks()
@@ -395,6 +395,7 @@ def test_load_streams_give_every_core_its_block(tokens):
             assert run <= loads_mod.GROUP
             loads[selected] += 1
         assert loads == {c: words[c] // 2 for c in range(2)}
+        assert max(loads.values()) > loads_mod.GROUP        # dealt out in several rounds
         for c in range(2):                # the row's whole stream reaches every core of the row
             core = CoreModel(config.core(r, c))
             core.run(streams[r])

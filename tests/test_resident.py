@@ -292,10 +292,23 @@ def test_a_deep_network_keeps_every_layers_activations_for_its_delta_pass(monkey
 
 
 def test_the_backward_pass_runs_transposed_where_it_loads_fewer_words():
-    """64-64-10 with a shard of 32: each delta pass loads its ``W`` (640 words) instead of the
-    loss's deltas and the batch's transpose (2368): transposed, ``weights`` where ``deltas``
-    was. 64-512-512-10: the 512x512 ``W`` would be 262,144 words: the usual one."""
+    """64-64-10 with a shard of 32 loads 960 words transposed (the logits' ``dY^T`` and the
+    64x10 ``W``) against 2,688 (the loss's deltas, then the smaller of ``A^T`` and ``dY^T`` for
+    each gradient pass): ``weights`` where ``deltas`` was. 64-512-512-10: the 512x512 ``W``
+    would be 262,144 words: the usual one. A network that narrows (64-8-16-10, a shard of 8)
+    loads less the usual way; one whose ``W`` region would leave no room for the activations
+    (64-64-256-10, a shard of 512) keeps them resident the usual way."""
+    from wse.fabric.config import transposed_backward
+
+    assert transposed_backward((64, 64, 10), 32, 64)
+    assert not transposed_backward((64, 512, 512, 10), 32, 512)
+    assert not transposed_backward((64, 8, 16, 10), 8, 64)
+    assert not transposed_backward((64, 10), 32, 64)             # one layer: no delta pass
+    assert not transposed_backward((64, 128, 10), 32, 64)        # a W wider than a row's tokens
+    assert transposed_backward((128, 64, 10), 32, 64)            # the batch's width is not one
     small = train_config((4, 4), (64, 64, 10), 32)
     assert small.layout == {"inputs": [0, 16], "weights": 32, "gradient": 35,
                             "transposed": True}
     assert "transposed" not in train_config((4, 4), (64, 512, 512, 10), 32).layout
+    crowded = train_config((4, 4), (64, 64, 256, 10), 512)
+    assert crowded.layout and "transposed" not in crowded.layout

@@ -118,10 +118,11 @@ def _kinds(rng):
     yield "masked", {"mask": mask, "raw": True}, W, X
     yield "act with a bias", {"act": True, "bias": bias, "out_placement": out,
                               "in_placement": Placement.modulo(12, 4)}, W, X
+    yield "delta", {"keep": mask, "out_placement": out}, W, X
 
 
 @pytest.mark.parametrize("kind", ["requantised", "raw", "zeros streamed", "masked",
-                                  "act with a bias"])
+                                  "act with a bias", "delta"])
 def test_the_tuned_program_computes_what_the_default_does(kind, figure):
     rng = np.random.default_rng(11)
     name, options, W, X = next(k for k in _kinds(rng) if k[0] == kind)
@@ -152,6 +153,22 @@ def test_a_tuned_bf16_program_is_what_the_golden_model_computes():
     assert tuned.in_placement.kind == "packed"
     np.testing.assert_array_equal(MeshModel(config).run_program(tuned),
                                   gemm_reference(config, tuned, X)[0])
+
+
+def test_a_resident_x_keeps_its_placement_and_x_is_needed():
+    """``load=False``: the cores hold ``X`` where an earlier program put it, so the tuner tries
+    orders and spans but never another placement; without ``X`` it has nothing to cost."""
+    rng = np.random.default_rng(3)
+    W, X = sparse(rng, (12, 10), 0.3), sparse(rng, (10, 16), 0.7)
+    held = Placement.balanced(W, 4)
+    tuned = tune_gemm(MESH_4X2, W, X, in_placement=held, load=False)
+    assert tuned.in_placement == held and not tuned.load
+    # by default a load=False program places its X as compile_gemm would have loaded it
+    tuned = tune_gemm(MESH_4X2, W, X, load=False)
+    assert tuned.in_placement == compile_gemm(MESH_4X2, W, X).in_placement
+    with pytest.raises(ValueError, match="^tune_gemm needs X: the cycle model costs each "
+                                         "program on its activations$"):
+        tune_gemm(MESH_4X2, W)
 
 
 def test_a_fixed_order_and_spans_are_kept():
