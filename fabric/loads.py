@@ -78,7 +78,6 @@ def load_streams(program, X=None):
     words from :meth:`~fabric.program.GemmProgram.x_blocks` (row-major: slot, then local
     token; the core's load pointer steps over the inactive tokens)."""
     cfg = program.config
-    cmd = cfg.plan.cmd
     active = program.active_tokens().tolist()
     first = program.load_slots()[0].tolist()
     blocks = program.x_blocks(X) if program.load else {}
@@ -86,21 +85,32 @@ def load_streams(program, X=None):
     for r, items in _plan(program).items():
         words = {c: numerics.to_wire(cfg.fmt, blocks[(r, c)][first[r]:, :active[c]].ravel())
                  for c in range(cfg.cols) if (r, c) in blocks}
-        stream = []
-        for c, kind, arg in items:
+        data = np.zeros(len(items), dtype=np.int64)
+        kinds = np.array([kind for _, kind, _ in items])
+        for kind in ("select", "tokens", "addr", "pair", "single"):
+            at = np.flatnonzero(kinds == kind)
+            if not at.size:
+                continue
+            got = [items[k] for k in at.tolist()]
             if kind == "select":
-                stream.append(isa.select_data(arg))
+                data[at] = isa.select_data(np.array([a for _, _, a in got]))
             elif kind == "tokens":
-                stream.append(isa.tokens_data(arg))
+                data[at] = isa.tokens_data(np.array([a for _, _, a in got]))
             elif kind == "addr":
-                stream.append(isa.addr_data(arg[0], pairs=arg[1]))
-            elif kind == "pair":
-                stream.append(isa.load_data(words[c][arg], words[c][arg + 1]))
+                data[at] = isa.addr_data(np.array([a[0] for _, _, a in got]),
+                                         pairs=np.array([a[1] for _, _, a in got]))
             else:
-                stream.append(isa.load_data(words[c][arg]))
-        ctrl = np.array([kind not in ("pair", "single") for _, kind, _ in items], dtype=np.int64)
-        data = np.array([int(d) for d in stream], dtype=np.int64)
-        streams[r] = [int(w) for w in pack(data, cmd, ctrl)] if items else []
+                cols = np.array([c for c, _, _ in got])
+                index = np.array([a for _, _, a in got])
+                low, high = np.zeros(at.size, dtype=np.int64), np.zeros(at.size, dtype=np.int64)
+                for c in np.unique(cols).tolist():
+                    mine = cols == c
+                    low[mine] = words[c][index[mine]]
+                    if kind == "pair":
+                        high[mine] = words[c][index[mine] + 1]
+                data[at] = isa.load_data(low, high)
+        ctrl = np.isin(kinds, ("select", "tokens", "addr")).astype(np.int64)
+        streams[r] = pack(data, cfg.plan.cmd, ctrl).tolist() if items else []
     return streams
 
 
