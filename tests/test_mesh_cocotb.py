@@ -163,6 +163,8 @@ def test_a_foreign_color_is_flagged_and_a_stuck_mesh_is_named(sim):
     assert not rtl.result.passed       # the testbench failed the run too
 
 
+@pytest.mark.slow      # a cocotb build of the 4x4 of its own, over a minute; the compiled 4x4
+#                        runs in `wse bench gemm` and the tuned programs on the 2x3 above
 def test_a_4x4_mesh_runs_a_sparse_64x64_gemm(figure):
     config = MeshConfig(4, 4)
     rtl, golden = sessions(config, "verilator")
