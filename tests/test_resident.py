@@ -121,6 +121,8 @@ def test_the_cycle_model_counts_no_edge_transfer_of_a_resident_layer_and_the_bia
     ({"bias": np.ones(12, dtype=int), "mask": np.ones((12, 10), dtype=bool)}, "no bias"),
     ({"bias": np.ones(11, dtype=int)}, r"bias must have shape \(n_out,\) = \(12,\)"),
     ({"bias": np.full(12, 40000)}, "bias must fit in the operand range of int16"),
+    ({"keep": np.ones((12, 10), dtype=bool), "mask": np.ones((12, 10), dtype=bool)},
+     r"a CR_DELTA program \(keep\) is gated by keep: it takes no mask"),
 ])
 def test_a_bad_resident_program_is_refused_naming_the_problem(kwargs, message):
     cfg, X, (W1, _), _ = chain("int16")
